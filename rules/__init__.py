@@ -1,0 +1,1 @@
+"""Shipped rule files of troubleshoot (data only; installed as `troubleshoot_rules`)."""

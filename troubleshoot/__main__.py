@@ -1,0 +1,5 @@
+import sys
+
+from troubleshoot.cli import main
+
+sys.exit(main())

@@ -1,0 +1,208 @@
+"""Rules x scan result x facts -> ranked diagnoses. Pure functions: no I/O here."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, replace
+from typing import Iterable, Mapping
+
+from troubleshoot.engine import conditions
+from troubleshoot.engine.scanner import ScanPattern, ScanResult
+from troubleshoot.model import SEVERITIES, Diagnosis, Evidence, Fix, Rule
+
+LOG_ROLE = "log"
+WITHOUT_ROLE = "without_log"
+DOWNSTREAM_FACTOR = 0.5
+
+
+def with_role(i: int) -> str:
+    return f"with_log:{i}"
+
+
+def scan_patterns(rules: Iterable[Rule]) -> list[ScanPattern]:
+    """Every pattern the scanner must look for, tagged with its rule and role."""
+    out: list[ScanPattern] = []
+    for r in rules:
+        out += [ScanPattern(r.id, LOG_ROLE, p.regex) for p in r.log]
+        out += [ScanPattern(r.id, with_role(i), p.regex) for i, p in enumerate(r.with_log)]
+        out += [ScanPattern(r.id, WITHOUT_ROLE, p.regex) for p in r.without_log]
+    return out
+
+
+@dataclass(frozen=True)
+class ConditionResult:
+    source: str
+    value: object  # True, False or conditions.UNKNOWN
+    missing: tuple[str, ...]
+    reads: tuple[tuple[str, object], ...]
+
+
+@dataclass(frozen=True)
+class RuleTrace:
+    """Why a rule did or did not fire: every part's outcome."""
+
+    rule: Rule
+    log_lines: tuple  # LineHit of match.log (bounded)
+    log_count: int
+    with_log: tuple[tuple[str, int | None], ...]  # (pattern, first line or None)
+    without_log: tuple[tuple[str, int | None], ...]
+    conditions: tuple[ConditionResult, ...]
+    captures: Mapping[str, str]
+    fired: bool
+    reason: str
+
+
+def trace_rule(rule: Rule, scan: ScanResult | None, facts: Mapping | None) -> RuleTrace:
+    """Evaluate one rule against a scan and facts, recording the outcome of each part."""
+    log_hits = scan.get(rule.id, LOG_ROLE) if scan else None
+    captures = dict(log_hits.captures) if log_hits else {}
+    withs = []
+    for i, p in enumerate(rule.with_log):
+        h = scan.get(rule.id, with_role(i)) if scan else None
+        withs.append((p.source, h.first_line if h else None))
+    without_hits = scan.get(rule.id, WITHOUT_ROLE) if scan else None
+    withouts = [(p.source, without_hits.first_line if without_hits else None) for p in rule.without_log]
+
+    env = dict(facts or {})
+    env["log"] = captures
+    conds = []
+    for c in rule.facts:
+        missing: list[str] = []
+        value = conditions.evaluate(c.tree, env, missing)
+        reads = tuple((p, _lookup(env, p)) for p in conditions.paths(c.tree))
+        conds.append(ConditionResult(c.source, value, tuple(missing), reads))
+
+    reason = ""
+    if rule.log and scan is None:
+        reason = "no log was given"
+    elif rule.log and not log_hits:
+        reason = "no line matched match.log"
+    elif any(line is None for _, line in withs):
+        reason = "a with_log pattern matched no line"
+    elif without_hits:
+        reason = f"a without_log pattern matched line {without_hits.first_line}"
+    elif any(c.value is conditions.UNKNOWN for c in conds):
+        missing = sorted({m for c in conds for m in c.missing})
+        reason = "a condition is unknown" + (f" (missing facts: {', '.join(missing)})" if missing else "")
+    elif any(c.value is not True for c in conds):
+        reason = "a condition is false"
+    return RuleTrace(
+        rule=rule,
+        log_lines=tuple(log_hits.lines) if log_hits else (),
+        log_count=log_hits.count if log_hits else 0,
+        with_log=tuple(withs),
+        without_log=tuple(withouts),
+        conditions=tuple(conds),
+        captures=captures,
+        fired=not reason,
+        reason=reason or "fired",
+    )
+
+
+def _lookup(env: Mapping, dotted: str):
+    value = conditions.evaluate(conditions.parse(dotted), dict(env)) if _PATH.match(dotted) else conditions.UNKNOWN
+    return None if value is conditions.UNKNOWN else value
+
+
+_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_0-9]+|\[\d+\])*$")
+
+
+def diagnose(rules: Iterable[Rule], scan: ScanResult | None, facts: Mapping | None = None) -> list[Diagnosis]:
+    """The fired rules as diagnoses, refined, related and ranked best first."""
+    rules = list(rules)
+    traces = [trace_rule(r, scan, facts) for r in rules]
+    fired = [t for t in traces if t.fired]
+    refined = {ref for t in fired for ref in t.rule.refines}
+    fired = [t for t in fired if t.rule.id not in refined]
+    diagnoses = [_diagnosis(t, facts) for t in fired]
+    return rank(diagnoses, scan.total_lines if scan else 0)
+
+
+def _diagnosis(t: RuleTrace, facts: Mapping | None) -> Diagnosis:
+    rule = t.rule
+    values = dict(t.captures)
+    evidence = [Evidence(source="log", text=h.text, line=h.line, span=(h.start, h.end)) for h in t.log_lines]
+    for c in t.conditions:
+        for path, value in c.reads:
+            if path.startswith("log.") or any(e.path == path for e in evidence):
+                continue
+            evidence.append(Evidence(source="fact", text=f"{path} = {_short(value)}", path=path, value=value))
+    notes = []
+    if t.log_count > len(t.log_lines):
+        first, last = t.log_lines[0].line, t.log_lines[-1].line
+        notes.append(f"matched {t.log_count} lines, first {first}, last {last}")
+    return Diagnosis(
+        rule=rule,
+        confidence=rule.confidence,
+        explain=interpolate(rule.explain, values, facts),
+        evidence=tuple(evidence),
+        fixes=tuple(_fix(f, values, facts) for f in rule.fixes),
+        count=t.log_count,
+        first_line=t.log_lines[0].line if t.log_lines else None,
+        last_line=t.log_lines[-1].line if t.log_lines else None,
+        captures=values,
+        notes=tuple(notes),
+    )
+
+
+def _short(value, limit: int = 160) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)\}")
+
+
+def interpolate(text: str, captures: Mapping[str, str], facts: Mapping | None = None) -> str:
+    """Replace `{name}` with a captured value and `{a.b}` with a fact; unknown names stay."""
+
+    def sub(m: re.Match) -> str:
+        name = m.group(1)
+        if name in captures:
+            return str(captures[name])
+        if "." in name and facts:
+            value = _lookup(facts, name)
+            if value is not None:
+                return _short(value)
+        return m.group(0)
+
+    return _PLACEHOLDER.sub(sub, text)
+
+
+def _fix(ref, captures: Mapping[str, str], facts: Mapping | None) -> Fix:
+    params = {}
+    for key, value in ref.params.items():
+        if isinstance(value, str):
+            new = interpolate(value, captures, facts)
+            if _PLACEHOLDER.fullmatch(new):
+                continue  # an optional value the log did not provide
+            value = new
+        params[key] = value
+    return Fix(fixer=ref.fixer, title=interpolate(ref.title, captures, facts), params=params)
+
+
+def rank(diagnoses: list[Diagnosis], total_lines: int) -> list[Diagnosis]:
+    """Causes before their consequences, then severity, then confidence weighted by recency."""
+    found = {}
+    for d in diagnoses:
+        found.setdefault(d.symptom, d)
+    adjusted = []
+    for d in diagnoses:
+        causes = tuple(s for s in d.rule.downstream_of if s in found and s != d.symptom
+                       and d.symptom not in found[s].rule.downstream_of)
+        if causes:
+            names = ", ".join(f"{s} ({found[s].rule.id})" for s in causes)
+            d = replace(d, confidence=round(d.confidence * DOWNSTREAM_FACTOR, 3), downstream_of_found=causes,
+                        notes=d.notes + (f"likely a consequence of {names}, found in the same log",))
+        adjusted.append(d)
+
+    def key(d: Diagnosis):
+        if d.last_line and total_lines:
+            position = d.last_line / total_lines
+        else:
+            position = 0.9
+        score = d.confidence * (0.75 + 0.25 * position)
+        return (1 if d.downstream_of_found else 0, SEVERITIES.index(d.severity), -score, d.first_line or 0, d.rule.id)
+
+    return sorted(adjusted, key=key)

@@ -1,0 +1,131 @@
+"""Rewrite a rule regex as POSIX ERE, so GNU `grep -E` can run the same patterns (benchmarks).
+
+Works from Python's own parse of the pattern, so the meaning is kept; only the subset rules
+may use (no backreferences or lookaround) is supported.
+"""
+
+from __future__ import annotations
+
+import re
+
+from troubleshoot.engine.literals import _c, _p
+
+_ERE_SPECIAL = set(".[]()*+?{}|^$\\")
+_CATEGORY = {
+    _c.CATEGORY_DIGIT: "0-9", _c.CATEGORY_SPACE: " \t\n\r\f\v", _c.CATEGORY_WORD: "A-Za-z0-9_",
+}
+_NEG_CATEGORY = {_c.CATEGORY_NOT_DIGIT: "0-9", _c.CATEGORY_NOT_SPACE: " \t\n\r\f\v",
+                 _c.CATEGORY_NOT_WORD: "A-Za-z0-9_"}
+
+
+def to_ere(regex: re.Pattern) -> str:
+    tree = _p.parse(regex.pattern, regex.flags)
+    out = _seq(list(tree))
+    if regex.flags & re.IGNORECASE:
+        # grep takes case-insensitivity per invocation, not per pattern: spell both cases.
+        out = _fold(out)
+    return out
+
+
+def _fold(ere: str) -> str:
+    res, in_class, i = [], False, 0
+    while i < len(ere):
+        ch = ere[i]
+        if ch == "\\" and i + 1 < len(ere):
+            res.append(ere[i : i + 2])
+            i += 2
+            continue
+        if ch == "[":
+            in_class = True
+        elif ch == "]" and in_class:
+            in_class = False
+        if ch.isalpha():
+            res.append(f"{ch.lower()}{ch.upper()}" if in_class else f"[{ch.lower()}{ch.upper()}]")
+        else:
+            res.append(ch)
+        i += 1
+    return "".join(res)
+
+
+def _lit(code: int) -> str:
+    ch = chr(code)
+    return "\\" + ch if ch in _ERE_SPECIAL else ch
+
+
+def _class_char(code: int) -> str:
+    ch = chr(code)
+    return {"]": "\\]", "\\": "\\\\", "^": "\\^", "-": "\\-"}.get(ch, ch)
+
+
+def _seq(items: list) -> str:
+    return "".join(_item(op, arg) for op, arg in items)
+
+
+def _item(op, arg) -> str:
+    if op is _c.LITERAL:
+        return _lit(arg)
+    if op is _c.NOT_LITERAL:
+        return f"[^{_bracket_char(arg)}]"
+    if op is _c.ANY:
+        return "."
+    if op is _c.AT:
+        return {_c.AT_BEGINNING: "^", _c.AT_BEGINNING_STRING: "^", _c.AT_END: "$", _c.AT_END_STRING: "$",
+                _c.AT_BOUNDARY: "\\b", _c.AT_NON_BOUNDARY: "\\B"}[arg]
+    if op is _c.IN:
+        return _in(arg)
+    if op is _c.BRANCH:
+        return "(" + "|".join(_seq(list(b)) for b in arg[1]) + ")"
+    if op is _c.SUBPATTERN:
+        return "(" + _seq(list(arg[-1])) + ")"
+    if op in (_c.MAX_REPEAT, _c.MIN_REPEAT, getattr(_c, "POSSESSIVE_REPEAT", None)):
+        low, high, body = arg
+        inner = _seq(list(body))
+        if not (len(body) == 1 and body[0][0] in (_c.LITERAL, _c.IN, _c.ANY, _c.NOT_LITERAL, _c.SUBPATTERN)):
+            inner = f"({inner})"
+        if high is _c.MAXREPEAT:
+            return inner + {0: "*", 1: "+"}.get(low, f"{{{low},}}")
+        if (low, high) == (0, 1):
+            return inner + "?"
+        return inner + (f"{{{low}}}" if low == high else f"{{{low},{high}}}")
+    raise ValueError(f"cannot express {op} in ERE")
+
+
+def _bracket_char(code: int) -> str:
+    ch = chr(code)
+    return {"]": "\\]", "\\": "\\\\"}.get(ch, ch) if ch not in "]\\" else ("]" if ch == "]" else "\\")
+
+
+def _in(items: list) -> str:
+    negate = False
+    parts: list[str] = []
+    for op, arg in items:
+        if op is _c.NEGATE:
+            negate = True
+        elif op is _c.LITERAL:
+            parts.append(_class_char(arg))
+        elif op is _c.RANGE:
+            parts.append(f"{_class_char(arg[0])}-{_class_char(arg[1])}")
+        elif op is _c.CATEGORY:
+            if arg in _CATEGORY:
+                parts.append(_CATEGORY[arg])
+            elif len(items) == 1:
+                return f"[^{_NEG_CATEGORY[arg]}]"
+            else:
+                raise ValueError("negated class inside a class")
+        else:
+            raise ValueError(f"cannot express {op} in a bracket")
+    body = "".join(parts)
+    # POSIX brackets have no escapes: put ']' first, '-' last, and '\\' as itself.
+    body = body.replace("\\\\", "\x00").replace("\\]", "\x01").replace("\\-", "\x02").replace("\\^", "\x03")
+    special = ""
+    if "\x01" in body:
+        body = body.replace("\x01", "")
+        special = "]"
+    tail = ""
+    if "\x02" in body:
+        body = body.replace("\x02", "")
+        tail = "-"
+    body = body.replace("\x00", "\\").replace("\x03", "^")
+    if body.startswith("^"):
+        body = body[1:] + "^"
+    return f"[{'^' if negate else ''}{special}{body}{tail}]"

@@ -1,0 +1,325 @@
+"""Rule files -> Rule objects, with every problem reported as `file:line: message`.
+
+A problem in one rule skips that rule; a file that is not valid YAML is skipped whole; nothing
+here raises for bad input. The linter is this same loader plus checks that need the whole set.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from troubleshoot.engine import conditions, yamldoc
+from troubleshoot.engine.scanner import re2_compatible
+from troubleshoot.errors import Problem
+from troubleshoot.model import SEVERITIES, Condition, Examples, FixRef, LogPattern, Origin, Rule
+
+RULE_KEYS = {
+    "id", "symptom", "title", "severity", "confidence", "downstream_of", "refines", "match",
+    "explain", "fixes", "references", "examples",
+}
+MATCH_KEYS = {"log", "with_log", "without_log", "facts"}
+FIX_KEYS = {"fixer", "title", "params"}
+EXAMPLE_KEYS = {"match", "no_match"}
+FILE_KEYS = {"rules", "disable"}
+ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+MAX_RULE_FILE_BYTES = 8 << 20
+
+
+@dataclass
+class RuleFile:
+    path: str
+    rules: list[Rule] = field(default_factory=list)
+    disable: list[tuple[str, int]] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+
+def load_taxonomy(path: Path) -> dict[str, str]:
+    """Symptom ids and descriptions; a broken taxonomy is a hard error (nothing can be checked)."""
+    from troubleshoot.errors import TroubleshootError
+
+    try:
+        data, _ = yamldoc.load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TroubleshootError(f"cannot read symptom taxonomy {path}: {exc}") from None
+    except yamldoc.YamlError as exc:
+        raise TroubleshootError(f"{path}:{exc.line}: {exc.message}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("symptoms"), dict):
+        raise TroubleshootError(f"{path}: expected a mapping with a 'symptoms:' mapping")
+    return {str(k): str(v) for k, v in data["symptoms"].items()}
+
+
+def load_rule_file(path: Path, pack: str, taxonomy: dict[str, str]) -> RuleFile:
+    out = RuleFile(path=str(path))
+    try:
+        if path.stat().st_size > MAX_RULE_FILE_BYTES:
+            out.problems.append(Problem(path, None, f"rule file larger than {MAX_RULE_FILE_BYTES >> 20} MiB; skipped"))
+            return out
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        out.problems.append(Problem(path, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})"))
+        return out
+    except OSError as exc:
+        out.problems.append(Problem(path, None, f"cannot read: {exc.strerror or exc}"))
+        return out
+    try:
+        data, traps = yamldoc.load(text)
+    except yamldoc.YamlError as exc:
+        out.problems.append(Problem(path, exc.line, exc.message))
+        return out
+    except RecursionError:
+        out.problems.append(Problem(path, None, "YAML nested too deeply"))
+        return out
+    trap_lines = {t.line for t in traps}
+    out.problems += [Problem(path, t.line, t.message) for t in traps]
+
+    if data is None:
+        return out
+    items: Any
+    if isinstance(data, yamldoc.LDict):
+        for key in data:
+            if key not in FILE_KEYS:
+                out.problems.append(Problem(path, data.line_of(key), f"unknown top-level key {key!r} (expected: rules, disable)"))
+        items = data.get("rules", yamldoc.LList())
+        disable = data.get("disable")
+        if disable is not None:
+            if not isinstance(disable, list) or not all(isinstance(d, str) for d in disable):
+                out.problems.append(Problem(path, data.line_of("disable"), "'disable' must be a list of rule ids"))
+            else:
+                out.disable = [(d, disable.line_of(i)) for i, d in enumerate(disable)]
+    else:
+        items = data
+    if not isinstance(items, yamldoc.LList):
+        out.problems.append(Problem(path, getattr(items, "line", 1), "expected a list of rules (or a mapping with a 'rules:' list)"))
+        return out
+
+    for i, item in enumerate(items):
+        start = items.line_of(i)
+        end = items.line_of(i + 1) if i + 1 < len(items) else 10**9
+        problems: list[Problem] = []
+        rule = _build_rule(item, Path(path), start, pack, taxonomy, problems)
+        out.problems += problems
+        if rule is not None and not problems and not any(start <= ln < end for ln in trap_lines):
+            out.rules.append(rule)
+    return out
+
+
+def _build_rule(item: Any, path: Path, line: int, pack: str, taxonomy: dict[str, str],
+                problems: list[Problem]) -> Rule | None:
+    def problem(ln: int, msg: str) -> None:
+        problems.append(Problem(path, ln, msg))
+
+    if not isinstance(item, yamldoc.LDict):
+        problem(line, "a rule must be a mapping")
+        return None
+    rid = item.get("id")
+    label = f"rule {rid!r}: " if isinstance(rid, str) else ""
+    for key in item:
+        if key not in RULE_KEYS:
+            problem(item.line_of(key), f"{label}unknown key {key!r}")
+    before = len(problems)
+    for key in ("id", "symptom", "title", "severity", "explain"):
+        if key not in item:
+            problem(item.line, f"{label}missing required key {key!r}")
+        elif not isinstance(item[key], str) or not item[key].strip():
+            problem(item.line_of(key), f"{label}{key!r} must be a non-empty string")
+    if len(problems) > before:
+        return None
+    if not ID_RE.match(rid):
+        problem(item.line_of("id"), f"rule id {rid!r} is not kebab-case (a-z, 0-9, '-')")
+    if item["symptom"] not in taxonomy:
+        problem(item.line_of("symptom"), f"{label}unknown symptom {item['symptom']!r} (see rules/symptoms.yaml)")
+    if item["severity"] not in SEVERITIES:
+        problem(item.line_of("severity"), f"{label}severity must be one of {', '.join(SEVERITIES)}")
+
+    confidence = item.get("confidence", 0.7)
+    if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0 <= confidence <= 1:
+        problem(item.line_of("confidence"), f"{label}confidence must be a number from 0 to 1")
+        confidence = 0.7
+
+    downstream = _str_list(item, "downstream_of", label, problem)
+    for s in downstream:
+        if s not in taxonomy:
+            problem(item.line_of("downstream_of"), f"{label}downstream_of names unknown symptom {s!r}")
+    refines = _str_list(item, "refines", label, problem)
+    references = _str_list(item, "references", label, problem)
+    for ref in references:
+        if not re.match(r"^https?://\S+$", ref):
+            problem(item.line_of("references"), f"{label}reference {ref!r} is not an http(s) URL")
+
+    match = item.get("match", yamldoc.LDict())
+    logs: dict[str, tuple[LogPattern, ...]] = {"log": (), "with_log": (), "without_log": ()}
+    facts: tuple[Condition, ...] = ()
+    if not isinstance(match, yamldoc.LDict):
+        problem(item.line_of("match"), f"{label}'match' must be a mapping")
+    else:
+        for key in match:
+            if key not in MATCH_KEYS:
+                problem(match.line_of(key), f"{label}unknown key 'match.{key}' (expected: {', '.join(sorted(MATCH_KEYS))})")
+        for key in logs:
+            logs[key] = tuple(_patterns(match, key, label, problem))
+        facts = tuple(_conditions(match, label, problem))
+        if "log" not in match and "facts" not in match:
+            problem(match.line if match else item.line, f"{label}needs 'match.log' or 'match.facts'")
+
+    fixes = tuple(_fixes(item, label, problem))
+    examples = _examples(item, label, problem, needs=bool(logs["log"]))
+
+    if problems:
+        return None
+    return Rule(
+        id=rid,
+        symptom=item["symptom"],
+        title=item["title"].strip(),
+        severity=item["severity"],
+        explain=item["explain"].strip(),
+        origin=Origin(str(path), line, pack),
+        confidence=float(confidence),
+        downstream_of=tuple(downstream),
+        refines=tuple(refines),
+        log=logs["log"],
+        with_log=logs["with_log"],
+        without_log=logs["without_log"],
+        facts=facts,
+        fixes=fixes,
+        references=tuple(references),
+        examples=examples,
+    )
+
+
+def _str_list(item, key: str, label: str, problem) -> list[str]:
+    value = item.get(key)
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        problem(item.line_of(key), f"{label}{key!r} must be a list of strings")
+        return []
+    return list(value)
+
+
+def compile_pattern(source: str) -> re.Pattern:
+    """Rule patterns use ASCII classes, as RE2 does, so both engines agree."""
+    return re.compile(source, re.ASCII)
+
+
+def _patterns(match, key: str, label: str, problem):
+    value = match.get(key)
+    if value is None:
+        return
+    if isinstance(value, str):
+        value = yamldoc.LList([value])
+        value.line, value.item_lines = match.line_of(key), [match.line_of(key)]
+    if not isinstance(value, list):
+        problem(match.line_of(key), f"{label}'match.{key}' must be a list of regexes")
+        return
+    for i, src in enumerate(value):
+        ln = value.line_of(i)
+        if not isinstance(src, str) or not src:
+            problem(ln, f"{label}'match.{key}' entries must be non-empty strings")
+            continue
+        try:
+            regex = compile_pattern(src)
+        except re.error as exc:
+            problem(ln, f"{label}regex does not compile: {exc}")
+            continue
+        complaint = re2_compatible(src)
+        if complaint:
+            problem(ln, f"{label}regex is outside the RE2 subset (no backreferences or lookaround): {complaint}")
+            continue
+        yield LogPattern(source=src, regex=regex, line=ln)
+
+
+def _conditions(match, label: str, problem):
+    value = match.get("facts")
+    if value is None:
+        return
+    if isinstance(value, str):
+        value = yamldoc.LList([value])
+        value.line, value.item_lines = match.line_of("facts"), [match.line_of("facts")]
+    if not isinstance(value, list):
+        problem(match.line_of("facts"), f"{label}'match.facts' must be a list of conditions")
+        return
+    for i, src in enumerate(value):
+        ln = value.line_of(i)
+        if not isinstance(src, str) or not src.strip():
+            problem(ln, f"{label}conditions must be non-empty strings (quote them in YAML)")
+            continue
+        try:
+            tree = conditions.parse(src)
+        except conditions.ConditionError as exc:
+            problem(ln, f"{label}condition {src!r}: {exc}")
+            continue
+        yield Condition(source=src, tree=tree, line=ln)
+
+
+def _fixes(item, label: str, problem):
+    value = item.get("fixes")
+    if value is None:
+        return
+    if not isinstance(value, list):
+        problem(item.line_of("fixes"), f"{label}'fixes' must be a list")
+        return
+    for i, fix in enumerate(value):
+        ln = value.line_of(i)
+        if not isinstance(fix, yamldoc.LDict):
+            problem(ln, f"{label}each fix must be a mapping with 'fixer', 'title' and 'params'")
+            continue
+        for key in fix:
+            if key not in FIX_KEYS:
+                problem(fix.line_of(key), f"{label}unknown fix key {key!r}")
+        fixer = fix.get("fixer")
+        if not isinstance(fixer, str) or not ID_RE.match(fixer):
+            problem(fix.line_of("fixer"), f"{label}fix needs a kebab-case 'fixer' id")
+            continue
+        title = fix.get("title", "")
+        if not isinstance(title, str):
+            problem(fix.line_of("title"), f"{label}fix title must be a string")
+            continue
+        params = fix.get("params", {}) or {}
+        if not isinstance(params, dict):
+            problem(fix.line_of("params"), f"{label}fix params must be a mapping")
+            continue
+        yield FixRef(fixer=fixer, title=title, params=_plain(params), line=ln)
+
+
+def _plain(value):
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _examples(item, label: str, problem, needs: bool) -> Examples:
+    value = item.get("examples")
+    if value is None:
+        if needs:
+            problem(item.line, f"{label}a log rule needs 'examples' with 'match' and 'no_match'")
+        return Examples()
+    if not isinstance(value, yamldoc.LDict):
+        problem(item.line_of("examples"), f"{label}'examples' must be a mapping with 'match' and 'no_match'")
+        return Examples()
+    for key in value:
+        if key not in EXAMPLE_KEYS:
+            problem(value.line_of(key), f"{label}unknown key 'examples.{key}'")
+    lists: dict[str, tuple[tuple[str, ...], tuple[int, ...]]] = {}
+    for key in ("match", "no_match"):
+        v = value.get(key)
+        if v is None:
+            if needs:
+                problem(value.line, f"{label}'examples.{key}' needs at least one log excerpt")
+            lists[key] = ((), ())
+            continue
+        if not isinstance(v, list) or not all(isinstance(s, str) for s in v):
+            problem(value.line_of(key), f"{label}'examples.{key}' must be a list of strings")
+            lists[key] = ((), ())
+            continue
+        if needs and not v:
+            problem(value.line_of(key), f"{label}'examples.{key}' needs at least one log excerpt")
+        lists[key] = (tuple(v), tuple(v.line_of(i) for i in range(len(v))))
+    return Examples(match=lists["match"][0], no_match=lists["no_match"][0],
+                    match_lines=lists["match"][1], no_match_lines=lists["no_match"][1])

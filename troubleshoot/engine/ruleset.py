@@ -1,0 +1,168 @@
+"""Layered rule packs: shipped rules, then team folders, each able to add, override, disable.
+
+Order (later layers win on the same id):
+  1. shipped rules (`rules/` in the repository, the `troubleshoot_rules` package when installed)
+  2. folders from plugins (the `troubleshoot_rule_dirs` hook)
+  3. folders listed under `rules:` in the user config file ($XDG_CONFIG_HOME/troubleshoot/config.yaml)
+  4. folders in $TROUBLESHOOT_RULES (os.pathsep-separated)
+  5. folders given with --rules, in command-line order
+A `disable:` list in any file removes those ids, whichever layer defined them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from troubleshoot.engine import conditions as _cond
+from troubleshoot.engine.loader import load_rule_file, load_taxonomy
+from troubleshoot.errors import Problem
+from troubleshoot.model import Origin, Rule
+
+SHIPPED = "shipped"
+TAXONOMY_FILE = "symptoms.yaml"
+
+
+@dataclass(frozen=True)
+class Pack:
+    name: str
+    path: Path
+
+
+@dataclass
+class RuleSet:
+    rules: list[Rule]
+    taxonomy: dict[str, str]
+    problems: list[Problem] = field(default_factory=list)
+    packs: list[Pack] = field(default_factory=list)
+    overridden: dict[str, list[Origin]] = field(default_factory=dict)
+    disabled: dict[str, Origin] = field(default_factory=dict)
+
+    def get(self, rule_id: str) -> Rule | None:
+        for r in self.rules:
+            if r.id == rule_id:
+                return r
+        return None
+
+    @property
+    def errors(self) -> list[Problem]:
+        return [p for p in self.problems if p.level == "error"]
+
+
+def shipped_rules_dir() -> Path:
+    try:
+        import troubleshoot_rules  # installed layout (wheel or editable)
+
+        return Path(troubleshoot_rules.__file__).parent
+    except ImportError:  # running from a source checkout without installing
+        return Path(__file__).resolve().parents[2] / "rules"
+
+
+def config_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "troubleshoot" / "config.yaml"
+
+
+def config_rule_dirs(problems: list[Problem]) -> list[Path]:
+    path = config_path()
+    if not path.is_file():
+        return []
+    from troubleshoot.engine import yamldoc
+
+    try:
+        data, _ = yamldoc.load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        problems.append(Problem(path, None, f"cannot read config: {exc}", level="warning"))
+        return []
+    except yamldoc.YamlError as exc:
+        problems.append(Problem(path, exc.line, exc.message, level="warning"))
+        return []
+    if data is None:
+        return []
+    dirs = data.get("rules") if isinstance(data, dict) else None
+    if dirs is None:
+        return []
+    if not isinstance(dirs, list) or not all(isinstance(d, str) for d in dirs):
+        problems.append(Problem(path, getattr(data, "line_of", lambda k: None)("rules"), "'rules' must be a list of folders", level="warning"))
+        return []
+    return [(path.parent / os.path.expanduser(d)).resolve() for d in dirs]
+
+
+def env_rule_dirs() -> list[Path]:
+    raw = os.environ.get("TROUBLESHOOT_RULES", "")
+    return [Path(os.path.expanduser(p)) for p in raw.split(os.pathsep) if p.strip()]
+
+
+def rule_files(folder: Path) -> list[Path]:
+    if folder.is_file():
+        return [folder]
+    files = [p for p in folder.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file()]
+    return sorted(p for p in files if p.name != TAXONOMY_FILE)
+
+
+def load_ruleset(extra_dirs: list[str | Path] = (), include_shipped: bool = True,
+                 plugin_dirs: list[Path] | None = None, use_config: bool = True) -> RuleSet:
+    """Load every layer; problems are collected, never raised (a broken team file is skipped)."""
+    problems: list[Problem] = []
+    shipped = shipped_rules_dir()
+    taxonomy = load_taxonomy(shipped / TAXONOMY_FILE)
+    packs: list[Pack] = []
+    if include_shipped:
+        packs.append(Pack(SHIPPED, shipped))
+    for d in plugin_dirs or []:
+        packs.append(Pack(f"plugin:{d}", Path(d)))
+    if use_config:
+        packs += [Pack(f"config:{d}", d) for d in config_rule_dirs(problems)]
+    packs += [Pack(f"env:{d}", d) for d in env_rule_dirs()]
+    packs += [Pack(str(d), Path(d)) for d in extra_dirs]
+
+    effective: dict[str, Rule] = {}
+    overridden: dict[str, list[Origin]] = {}
+    disables: list[tuple[str, Origin]] = []
+    for pack in packs:
+        if not pack.path.exists():
+            problems.append(Problem(pack.path, None, "rule folder does not exist"))
+            continue
+        seen_in_pack: dict[str, Origin] = {}
+        for f in rule_files(pack.path):
+            rf = load_rule_file(f, pack.name, taxonomy)
+            problems += rf.problems
+            disables += [(rid, Origin(str(f), ln, pack.name)) for rid, ln in rf.disable]
+            for rule in rf.rules:
+                if rule.id in seen_in_pack:
+                    problems.append(Problem(f, rule.origin.line,
+                                            f"duplicate rule id {rule.id!r} (first at {seen_in_pack[rule.id]})"))
+                    continue
+                seen_in_pack[rule.id] = rule.origin
+                if rule.id in effective:
+                    overridden.setdefault(rule.id, []).append(effective[rule.id].origin)
+                effective[rule.id] = rule
+    disabled: dict[str, Origin] = {}
+    for rid, origin in disables:
+        if effective.pop(rid, None) is not None:
+            disabled[rid] = origin
+        elif rid not in disabled:
+            problems.append(Problem(origin.path, origin.line, f"disable names unknown rule id {rid!r}", level="warning"))
+    rules = list(effective.values())
+    problems += _set_problems(rules)
+    return RuleSet(rules=rules, taxonomy=taxonomy, problems=problems, packs=packs,
+                   overridden=overridden, disabled=disabled)
+
+
+def _set_problems(rules: list[Rule]) -> list[Problem]:
+    """Checks that need every rule: references between rules."""
+    ids = {r.id for r in rules}
+    out = []
+    for r in rules:
+        for ref in r.refines:
+            if ref not in ids:
+                out.append(Problem(r.origin.path, r.origin.line, f"rule {r.id!r}: refines unknown rule {ref!r}", level="warning"))
+    return out
+
+
+def fact_paths(rule: Rule) -> list[str]:
+    out: list[str] = []
+    for c in rule.facts:
+        out += [p for p in _cond.paths(c.tree) if p not in out]
+    return out

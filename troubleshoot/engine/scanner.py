@@ -1,0 +1,321 @@
+"""Streaming log scanner: finds which patterns match on which lines of a log of any size.
+
+The log is read in large newline-aligned chunks. A fast engine (RE2, when its wheel is
+installed) or a literal prefilter (pure Python) finds the few candidate lines of each chunk;
+only those lines are decoded, cleaned and checked with each pattern's own `re` regex, which
+decides the match and extracts captures. Memory stays bounded: per pattern group we keep a
+count, the first and last few lines and the latest captures, never the lines themselves.
+
+Line numbers count `\\n` like `grep -n`. A `\\r` inside a line (progress bars) splits it into
+segments that are matched separately; ANSI escape sequences are removed before matching;
+invalid UTF-8 becomes U+FFFD.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from dataclasses import dataclass, field
+from typing import BinaryIO, Iterable, Sequence
+
+from troubleshoot.engine.literals import required_literals
+
+try:  # RE2 wheels exist for common Linux/macOS platforms; everything works without.
+    import re2 as _re2
+except ImportError:  # pragma: no cover - exercised by the fallback tests via force_backend
+    _re2 = None
+
+CHUNK_SIZE = 8 << 20
+KEEP_FIRST = 3
+KEEP_LAST = 3
+MAX_EVIDENCE_CHARS = 400
+
+ANSI_BYTES = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b\n]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+_CR_TO_LF = bytes.maketrans(b"\r", b"\n")
+
+
+@dataclass(frozen=True)
+class ScanPattern:
+    """One regex to look for, belonging to a group (a rule) under a role (log, with_log...)."""
+
+    group: str
+    role: str
+    regex: re.Pattern
+
+
+@dataclass
+class LineHit:
+    line: int
+    text: str
+    start: int
+    end: int
+
+
+@dataclass
+class GroupHits:
+    """What one group's patterns of one role found: bounded, whatever the log size."""
+
+    count: int = 0
+    first: list[LineHit] = field(default_factory=list)
+    last: deque = field(default_factory=lambda: deque(maxlen=KEEP_LAST))
+    captures: dict[str, str] = field(default_factory=dict)
+    patterns_hit: set[int] = field(default_factory=set)
+
+    def add(self, hit: LineHit, captures: dict[str, str]) -> None:
+        self.count += 1
+        if len(self.first) < KEEP_FIRST:
+            self.first.append(hit)
+        else:
+            self.last.append(hit)
+        self.captures.update({k: v for k, v in captures.items() if v is not None})
+
+    @property
+    def lines(self) -> list[LineHit]:
+        return self.first + list(self.last)
+
+    @property
+    def first_line(self) -> int | None:
+        return self.first[0].line if self.first else None
+
+    @property
+    def last_line(self) -> int | None:
+        if self.last:
+            return self.last[-1].line
+        return self.first[-1].line if self.first else None
+
+
+@dataclass
+class ScanResult:
+    total_lines: int
+    total_bytes: int
+    hits: dict[tuple[str, str], GroupHits]
+    backend: str
+
+    def get(self, group: str, role: str) -> GroupHits | None:
+        return self.hits.get((group, role))
+
+
+def clean_line(raw: bytes) -> list[str]:
+    """Decode one raw line and split it into the segments that patterns see."""
+    if b"\x1b" in raw:
+        raw = ANSI_BYTES.sub(b"", raw)
+    text = raw.decode("utf-8", errors="replace")
+    return text.split("\r")
+
+
+class _Candidates:
+    """Finds candidate line spans in a chunk; subclasses differ only in speed."""
+
+    name = "abstract"
+
+    def __init__(self, patterns: Sequence[ScanPattern]):
+        self.patterns = patterns
+
+    def spans(self, chunk: bytes) -> Iterable[tuple[int, int, Sequence[int] | None]]:
+        """Yield (line_start, line_end, pattern indices or None for 'try all')."""
+        raise NotImplementedError
+
+
+def _line_span(chunk: bytes, pos: int) -> tuple[int, int]:
+    start = chunk.rfind(b"\n", 0, pos) + 1
+    end = chunk.find(b"\n", pos)
+    return start, (len(chunk) if end < 0 else end)
+
+
+class _Re2Candidates(_Candidates):
+    """One RE2 alternation over the whole chunk, then an RE2 set on each hit line."""
+
+    name = "re2"
+
+    def __init__(self, patterns: Sequence[ScanPattern]):
+        super().__init__(patterns)
+        opts = _re2.Options()
+        opts.never_nl = True  # a match never spans lines, like a line-by-line scan
+        opts.never_capture = True
+        opts.max_mem = 256 << 20
+        sources = [_re2_source(p.regex) for p in patterns]
+        # (?m): ^ and $ anchor at each line (and each \r segment), as they do per segment in `re`.
+        combined = "|".join(f"(?:{s})" for s in sources)
+        self.combined = _re2.compile(f"(?m){combined}".encode(), opts) if sources else None
+        self.set = _re2.Set.SearchSet(opts)
+        for s in sources:
+            self.set.Add(f"(?m){s}".encode())
+        self.set.Compile()
+
+    def spans(self, chunk: bytes):
+        if self.combined is None:
+            return
+        scan = chunk.translate(_CR_TO_LF) if b"\r" in chunk else chunk
+        next_free = 0
+        for m in self.combined.finditer(scan):
+            pos = m.start()
+            if pos < next_free:
+                continue
+            start, end = _line_span(chunk, pos)
+            next_free = end + 1
+            line = scan[start:end]
+            yield start, end, self.set.Match(line)
+
+
+class _LiteralCandidates(_Candidates):
+    """Pure-Python fallback: each pattern's required literal found with bytes.find."""
+
+    name = "re"
+
+    def __init__(self, patterns: Sequence[ScanPattern]):
+        super().__init__(patterns)
+        self.by_literal: dict[bytes, list[int]] = {}
+        self.by_folded: dict[bytes, list[int]] = {}
+        self.always: list[int] = []
+        for i, p in enumerate(patterns):
+            lits = required_literals(p.regex)
+            if not lits:
+                self.always.append(i)
+                continue
+            table = self.by_folded if p.regex.flags & re.IGNORECASE else self.by_literal
+            for lit in lits:
+                key = lit.lower() if table is self.by_folded else lit
+                table.setdefault(key.encode(), []).append(i)
+
+    def spans(self, chunk: bytes):
+        if self.always:
+            start = 0
+            n = len(chunk)
+            while start < n:
+                end = chunk.find(b"\n", start)
+                end = n if end < 0 else end
+                yield start, end, None
+                start = end + 1
+            return
+        found: dict[int, set[int]] = {}
+        for table, text in ((self.by_literal, chunk), (self.by_folded, chunk.lower() if self.by_folded else b"")):
+            for lit, idxs in table.items():
+                pos = text.find(lit)
+                while pos >= 0:
+                    start, end = _line_span(chunk, pos)
+                    found.setdefault(start, set()).update(idxs)
+                    pos = text.find(lit, end + 1) if end + 1 < len(text) else -1
+        for start in sorted(found):
+            _, end = _line_span(chunk, start)
+            yield start, end, sorted(found[start])
+
+
+def _re2_source(regex: re.Pattern) -> str:
+    """The pattern as RE2 reads it: inline flags carried over, named groups allowed."""
+    flags = ""
+    if regex.flags & re.IGNORECASE:
+        flags += "i"
+    if regex.flags & re.MULTILINE:
+        flags += "m"
+    if regex.flags & re.DOTALL:
+        flags += "s"
+    src = regex.pattern
+    return f"(?{flags}:{src})" if flags else src
+
+
+def re2_available() -> bool:
+    return _re2 is not None
+
+
+def re2_compatible(source: str) -> str | None:
+    """None if RE2 compiles the pattern, else its complaint (RE2 missing: None)."""
+    if _re2 is None:
+        return None
+    try:
+        _re2.compile(source)
+    except Exception as exc:  # re2 raises its own error type
+        return str(exc) or type(exc).__name__
+    return None
+
+
+def make_candidates(patterns: Sequence[ScanPattern], backend: str | None = None) -> _Candidates:
+    if backend == "re" or _re2 is None:
+        return _LiteralCandidates(patterns)
+    try:
+        return _Re2Candidates(patterns)
+    except Exception:
+        # A pattern RE2 rejects (lint reports it) must not stop the scan.
+        return _LiteralCandidates(patterns)
+
+
+def scan_stream(stream: BinaryIO, patterns: Sequence[ScanPattern], backend: str | None = None,
+                chunk_size: int = CHUNK_SIZE) -> ScanResult:
+    """Scan a binary stream once; return per (group, role) bounded hit records."""
+    finder = make_candidates(patterns, backend)
+    hits: dict[tuple[str, str], GroupHits] = {}
+    line_base = 1
+    total = 0
+    carry = b""
+    while True:
+        block = stream.read(chunk_size)
+        if not block:
+            break
+        total += len(block)
+        data = carry + block if carry else block
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            if len(data) < chunk_size:
+                carry = data
+                continue
+            # A line longer than a chunk: matched in windows, numbered as one line.
+            chunk, carry = data, b""
+        else:
+            chunk, carry = data[: cut + 1], data[cut + 1 :]
+        line_base = _scan_chunk(chunk, line_base, finder, patterns, hits)
+    if carry:
+        line_base = _scan_chunk(carry, line_base, finder, patterns, hits)
+        line_base += 1
+    return ScanResult(total_lines=line_base - 1, total_bytes=total, hits=hits, backend=finder.name)
+
+
+def _scan_chunk(chunk: bytes, line_base: int, finder: _Candidates, patterns: Sequence[ScanPattern],
+                hits: dict) -> int:
+    if b"\x1b" in chunk:
+        chunk = ANSI_BYTES.sub(b"", chunk)
+    counted_to = 0
+    line = line_base
+    for start, end, idxs in finder.spans(chunk):
+        line += chunk.count(b"\n", counted_to, start)
+        counted_to = start
+        _check_line(chunk[start:end], line, idxs, patterns, hits)
+    return line_base + chunk.count(b"\n")
+
+
+def _check_line(raw: bytes, line: int, idxs: Sequence[int] | None, patterns: Sequence[ScanPattern],
+                hits: dict) -> None:
+    if raw.endswith(b"\r"):
+        raw = raw[:-1]
+    segments = clean_line(raw)
+    seen_groups: set[tuple[str, str]] = set()
+    for i in (range(len(patterns)) if idxs is None else idxs):
+        p = patterns[i]
+        for seg in segments:
+            m = p.regex.search(seg)
+            if m is None:
+                continue
+            key = (p.group, p.role)
+            rec = hits.get(key)
+            if rec is None:
+                rec = hits[key] = GroupHits()
+            rec.patterns_hit.add(i)
+            if key in seen_groups:
+                rec.captures.update({k: v for k, v in m.groupdict().items() if v is not None})
+            else:
+                seen_groups.add(key)
+                rec.add(_evidence(line, seg, m), m.groupdict())
+            break
+
+
+def _evidence(line: int, seg: str, m: re.Match) -> LineHit:
+    text, start, end = seg.strip("\n"), m.start(), m.end()
+    if len(text) > MAX_EVIDENCE_CHARS:
+        lo = max(0, min(start - 100, len(text) - MAX_EVIDENCE_CHARS))
+        text = text[lo : lo + MAX_EVIDENCE_CHARS]
+        start, end = start - lo, min(end - lo, MAX_EVIDENCE_CHARS)
+    return LineHit(line=line, text=text.rstrip(), start=start, end=end)
+
+
+def scan_text(text: str, patterns: Sequence[ScanPattern], backend: str | None = None) -> ScanResult:
+    import io
+
+    return scan_stream(io.BytesIO(text.encode("utf-8", errors="surrogateescape")), patterns, backend)

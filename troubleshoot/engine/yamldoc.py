@@ -1,0 +1,141 @@
+"""Safe YAML loading that keeps line numbers and refuses YAML 1.1 traps.
+
+PyYAML composes the document (C loader when present, never an unsafe constructor); we build
+the Python values ourselves so that every mapping and list knows the line of each entry,
+duplicate keys are errors instead of silently winning, and scalars YAML 1.1 would quietly turn
+into something else (`12.10` -> 12.1, `no` -> False, `1:30` -> 90) are reported.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import yaml
+
+try:
+    _Loader = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover - PyYAML built without libyaml
+    _Loader = yaml.SafeLoader
+
+MAX_NODES = 200_000
+MAX_DEPTH = 64
+
+_BOOL_WORDS = {"true", "false"}
+_TAG = "tag:yaml.org,2002:"
+
+
+class YamlError(Exception):
+    def __init__(self, line: int | None, message: str):
+        self.line = line
+        self.message = message
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class Trap:
+    line: int
+    message: str
+
+
+class LDict(dict):
+    """A mapping that remembers its own line and the line of each key."""
+
+    line: int = 0
+    key_lines: dict
+
+    def line_of(self, key) -> int:
+        return self.key_lines.get(key, self.line)
+
+
+class LList(list):
+    """A list that remembers its own line and the line of each item."""
+
+    line: int = 0
+    item_lines: list
+
+    def line_of(self, index: int) -> int:
+        return self.item_lines[index] if 0 <= index < len(self.item_lines) else self.line
+
+
+def load(text: str) -> tuple[object, list[Trap]]:
+    """Parse one YAML document; return its value and the traps found in it."""
+    try:
+        node = yaml.compose(text, Loader=_Loader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else None
+        raise YamlError(line, f"invalid YAML: {exc.problem or exc}") from None
+    except yaml.YAMLError as exc:
+        raise YamlError(None, f"invalid YAML: {exc}") from None
+    builder = _Builder()
+    if node is None:
+        return None, []
+    return builder.build(node, 0), builder.traps
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.traps: list[Trap] = []
+        self.nodes = 0
+
+    def build(self, node: yaml.Node, depth: int):
+        self.nodes += 1
+        line = node.start_mark.line + 1
+        if self.nodes > MAX_NODES:
+            raise YamlError(line, f"document too large or aliases expand too far (over {MAX_NODES} nodes)")
+        if depth > MAX_DEPTH:
+            raise YamlError(line, f"nesting deeper than {MAX_DEPTH} levels")
+        if isinstance(node, yaml.MappingNode):
+            out = LDict()
+            out.line, out.key_lines = line, {}
+            for key_node, value_node in node.value:
+                if key_node.tag == _TAG + "merge":
+                    raise YamlError(key_node.start_mark.line + 1, "merge keys (<<) are not supported")
+                key = self.build(key_node, depth + 1)
+                kline = key_node.start_mark.line + 1
+                if not isinstance(key, (str, int, float, bool)) or key is None:
+                    raise YamlError(kline, "mapping keys must be plain values")
+                if key in out:
+                    # Reported, not raised: lint must show every problem of the file in one run.
+                    self.traps.append(Trap(kline, f"duplicate key {key!r} (first at line {out.key_lines[key]})"))
+                    continue
+                out[key] = self.build(value_node, depth + 1)
+                out.key_lines[key] = kline
+            return out
+        if isinstance(node, yaml.SequenceNode):
+            out_l = LList()
+            out_l.line, out_l.item_lines = line, []
+            for item in node.value:
+                out_l.append(self.build(item, depth + 1))
+                out_l.item_lines.append(item.start_mark.line + 1)
+            return out_l
+        return self._scalar(node, line)
+
+    def _scalar(self, node: yaml.ScalarNode, line: int):
+        raw, tag = node.value, node.tag
+        if tag == _TAG + "str" or node.style in ("'", '"', "|", ">"):
+            return raw
+        if tag == _TAG + "null":
+            return None
+        if tag == _TAG + "bool":
+            if raw.lower() not in _BOOL_WORDS:
+                self.traps.append(Trap(line, f"'{raw}' is read as a boolean by YAML 1.1; quote it or write true/false"))
+            return raw.lower() in ("true", "yes", "on", "y")
+        if tag == _TAG + "int":
+            if ":" in raw or raw.lower().startswith(("0o", "0x", "0b")) or (len(raw) > 1 and raw.startswith("0")):
+                self.traps.append(Trap(line, f"'{raw}' is read as a number in another base by YAML 1.1; quote it"))
+            try:
+                return int(raw.replace("_", ""), 0)
+            except ValueError:
+                return raw
+        if tag == _TAG + "float":
+            try:
+                value = float(raw.replace("_", ""))
+            except ValueError:
+                return raw
+            if re.fullmatch(r"\d+\.\d+", raw) and repr(value) != raw:
+                self.traps.append(Trap(line, f"'{raw}' is read as the number {value!r}; quote version-like values"))
+            return value
+        # Timestamps, binary and other YAML 1.1 types stay text: rules have no use for them.
+        return raw

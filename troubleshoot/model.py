@@ -1,0 +1,130 @@
+"""The data that flows one way through troubleshoot: rules -> diagnoses (-> fix plans)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from troubleshoot.engine.conditions import Node
+
+SEVERITIES = ("error", "warning", "info")
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a rule came from: the file and line, and the pack (shipped, a team folder...)."""
+
+    path: str
+    line: int
+    pack: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+@dataclass(frozen=True)
+class LogPattern:
+    source: str
+    regex: re.Pattern
+    line: int
+
+    @property
+    def groups(self) -> tuple[str, ...]:
+        return tuple(self.regex.groupindex)
+
+
+@dataclass(frozen=True)
+class Condition:
+    source: str
+    tree: Node
+    line: int
+
+
+@dataclass(frozen=True)
+class FixRef:
+    """A rule's request for a fixer: parameters may hold `{capture}` placeholders."""
+
+    fixer: str
+    title: str
+    params: Mapping[str, Any]
+    line: int = 0
+
+
+@dataclass(frozen=True)
+class Examples:
+    match: tuple[str, ...] = ()
+    no_match: tuple[str, ...] = ()
+    match_lines: tuple[int, ...] = ()
+    no_match_lines: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    symptom: str
+    title: str
+    severity: str
+    explain: str
+    origin: Origin
+    confidence: float = 0.7
+    downstream_of: tuple[str, ...] = ()
+    refines: tuple[str, ...] = ()
+    log: tuple[LogPattern, ...] = ()
+    with_log: tuple[LogPattern, ...] = ()
+    without_log: tuple[LogPattern, ...] = ()
+    facts: tuple[Condition, ...] = ()
+    fixes: tuple[FixRef, ...] = ()
+    references: tuple[str, ...] = ()
+    examples: Examples = Examples()
+
+    @property
+    def captures(self) -> tuple[str, ...]:
+        names: list[str] = []
+        for p in self.log:
+            names += [g for g in p.groups if g not in names]
+        return tuple(names)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    source: str  # "log" or "fact"
+    text: str
+    line: int | None = None  # log line number (1-based), for log evidence
+    span: tuple[int, int] | None = None  # matched part of `text`
+    path: str | None = None  # fact path, for fact evidence
+    value: Any = None
+
+
+@dataclass(frozen=True)
+class Fix:
+    fixer: str
+    title: str
+    params: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    rule: Rule
+    confidence: float
+    explain: str
+    evidence: tuple[Evidence, ...]
+    fixes: tuple[Fix, ...]
+    count: int = 0  # matching log lines (0 for a facts-only diagnosis)
+    first_line: int | None = None
+    last_line: int | None = None
+    captures: Mapping[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    downstream_of_found: tuple[str, ...] = ()
+
+    @property
+    def symptom(self) -> str:
+        return self.rule.symptom
+
+    @property
+    def severity(self) -> str:
+        return self.rule.severity
+
+    @property
+    def title(self) -> str:
+        return self.rule.title

@@ -1,0 +1,79 @@
+"""The one-way flow that the CLI and the TUI both drive: rules + log + facts -> diagnoses.
+
+Front ends call these functions and render what comes back; they hold no diagnosis logic.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, Mapping, Sequence
+
+from troubleshoot.engine.diagnose import diagnose, scan_patterns, trace_rule
+from troubleshoot.engine.ruleset import RuleSet, load_ruleset
+from troubleshoot.engine.scanner import ScanResult, scan_stream
+from troubleshoot.errors import TroubleshootError
+from troubleshoot.model import Diagnosis
+
+
+@dataclass
+class Result:
+    diagnoses: list[Diagnosis]
+    ruleset: RuleSet
+    scan: ScanResult | None
+    source: str
+
+
+def open_log(path: str | None) -> tuple[BinaryIO, str]:
+    """A binary stream for a path, or stdin for '-'; unreadable input is a one-line error."""
+    if path in (None, "-"):
+        return sys.stdin.buffer, "stdin"
+    p = Path(path)
+    try:
+        if p.is_dir():
+            raise TroubleshootError(f"cannot read log {path}: is a directory")
+        return open(p, "rb"), str(p)
+    except OSError as exc:
+        raise TroubleshootError(f"cannot read log {path}: {exc.strerror or exc}") from None
+
+
+def scan_log(ruleset: RuleSet, stream: BinaryIO, backend: str | None = None) -> ScanResult:
+    try:
+        return scan_stream(stream, scan_patterns(ruleset.rules), backend)
+    except OSError as exc:
+        raise TroubleshootError(f"cannot read log: {exc.strerror or exc}") from None
+
+
+def run(log: str | None, rule_dirs: Sequence[str] = (), facts: Mapping | None = None,
+        ruleset: RuleSet | None = None, log_text: str | None = None) -> Result:
+    ruleset = ruleset or load_ruleset(rule_dirs)
+    scan = None
+    source = "machine facts"
+    if log_text is not None:
+        scan, source = scan_log(ruleset, io.BytesIO(log_text.encode("utf-8", "surrogateescape"))), "pasted log"
+    elif log is not None:
+        stream, source = open_log(log)
+        try:
+            scan = scan_log(ruleset, stream)
+        finally:
+            if stream is not sys.stdin.buffer:
+                stream.close()
+    return Result(diagnoses=diagnose(ruleset.rules, scan, facts), ruleset=ruleset, scan=scan, source=source)
+
+
+def why(rule_id: str, log: str | None, rule_dirs: Sequence[str] = (), facts: Mapping | None = None):
+    ruleset = load_ruleset(rule_dirs)
+    rule = ruleset.get(rule_id)
+    if rule is None:
+        raise TroubleshootError(f"no rule with id {rule_id!r} (see `troubleshoot rules list`)")
+    scan = None
+    if log is not None:
+        stream, _ = open_log(log)
+        try:
+            scan = scan_stream(stream, scan_patterns([rule]))
+        finally:
+            if stream is not sys.stdin.buffer:
+                stream.close()
+    return trace_rule(rule, scan, facts), ruleset

@@ -1,0 +1,1 @@
+"""Renderers of diagnoses: text for people, JSON for scripts, Markdown for issues and chat."""

@@ -1,0 +1,74 @@
+"""Plain-text report for a terminal: the top diagnosis first, evidence with line numbers."""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Sequence
+
+from troubleshoot.model import Diagnosis
+
+_COLOURS = {"error": "31", "warning": "33", "info": "36", "dim": "2", "bold": "1", "match": "1;4"}
+
+
+class Style:
+    def __init__(self, colour: bool):
+        self.colour = colour
+
+    def __call__(self, name: str, text: str) -> str:
+        if not self.colour or not text:
+            return text
+        return f"\x1b[{_COLOURS[name]}m{text}\x1b[0m"
+
+
+def render(diagnoses: Sequence[Diagnosis], colour: bool = False, limit: int | None = None,
+           source: str = "the log") -> str:
+    st = Style(colour)
+    if not diagnoses:
+        return f"No known problem found in {source}.\n"
+    shown = list(diagnoses)[: limit or None]
+    out: list[str] = []
+    n = len(diagnoses)
+    out.append(st("bold", f"{n} diagnos{'i' if n == 1 else 'e'}s, most likely first") + "\n")
+    for i, d in enumerate(shown, 1):
+        out.append(_one(i, d, st, full=(i == 1)))
+    if len(shown) < n:
+        out.append(st("dim", f"... {n - len(shown)} more (use --all)") + "\n")
+    return "\n".join(out)
+
+
+def _one(i: int, d: Diagnosis, st: Style, full: bool) -> str:
+    lines = []
+    sev = st(d.severity, d.severity.upper())
+    lines.append(f"{i}. [{sev}] {st('bold', d.title)}")
+    where = f"lines {d.first_line}-{d.last_line}" if d.count > 1 else (f"line {d.first_line}" if d.first_line else "machine facts")
+    lines.append(st("dim", f"   symptom {d.symptom} · rule {d.rule.id} · confidence {d.confidence:.2f} · "
+                           f"{d.count or 1} match{'es' if d.count > 1 else ''} · {where}"))
+    for note in d.notes:
+        lines.append(st("dim", f"   note: {note}"))
+    lines.append("   evidence:")
+    for e in d.evidence[: 6 if full else 2]:
+        if e.source == "log":
+            text = e.text
+            if e.span and st.colour:
+                a, b = e.span
+                text = text[:a] + st("match", text[a:b]) + text[b:]
+            lines.append(f"   {e.line:>7} | {text}")
+        else:
+            lines.append(f"      fact | {e.text}")
+    if full:
+        lines.append("")
+        lines += ["   " + ln if ln else "" for ln in d.explain.splitlines()]
+        if d.fixes:
+            lines.append("")
+            lines.append("   fixes:")
+            for f in d.fixes:
+                params = " ".join(f"{k}={v}" for k, v in f.params.items() if k != "text")
+                lines.append(f"   - {f.title or f.fixer}  ({f.fixer}{' ' + params if params else ''})")
+                text = f.params.get("text")
+                if isinstance(text, str):
+                    lines += ["       " + ln for ln in textwrap.dedent(text).strip().splitlines()]
+        if d.rule.references:
+            lines.append("")
+            lines.append("   references:")
+            lines += [f"   - {r}" for r in d.rule.references]
+    return "\n".join(lines) + "\n"
