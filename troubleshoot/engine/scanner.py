@@ -26,6 +26,9 @@ except ImportError:  # pragma: no cover - exercised by the fallback tests via fo
     _re2 = None
 
 CHUNK_SIZE = 8 << 20
+# A line longer than this is matched in windows of this size (a match across a window edge is
+# lost; such lines are binary dumps, not error messages), so memory stays bounded.
+LONG_LINE = 16 << 20
 KEEP_FIRST = 3
 KEEP_LAST = 3
 MAX_EVIDENCE_CHARS = 400
@@ -254,7 +257,7 @@ def scan_stream(stream: BinaryIO, patterns: Sequence[ScanPattern], backend: str 
         data = carry + block if carry else block
         cut = data.rfind(b"\n")
         if cut < 0:
-            if len(data) < chunk_size:
+            if len(data) < max(chunk_size, LONG_LINE):
                 carry = data
                 continue
             # A line longer than a chunk: matched in windows, numbered as one line.

@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+
+
+def run_cli(*args: str, input: bytes | str | None = None, env: dict | None = None, cwd: Path | None = None,
+            timeout: float = 60) -> subprocess.CompletedProcess:
+    """Run the real command in a child process, as a user would."""
+    if isinstance(input, str):
+        input = input.encode()
+    return subprocess.run([sys.executable, "-m", "troubleshoot", *args], input=input, capture_output=True,
+                          env=env, cwd=cwd or REPO, timeout=timeout)
+
+
+@pytest.fixture
+def rules_dir(tmp_path):
+    """Write rule files into a fresh folder: rules_dir({'a.yaml': '...'}) -> Path."""
+
+    def make(files: dict[str, str]) -> Path:
+        d = tmp_path / "team-rules"
+        d.mkdir(exist_ok=True)
+        for name, text in files.items():
+            (d / name).write_text(textwrap.dedent(text))
+        return d
+
+    return make
+
+
+@pytest.fixture(autouse=True)
+def _isolated_config(tmp_path, monkeypatch):
+    """No test reads the developer's own config or TROUBLESHOOT_RULES."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    monkeypatch.delenv("TROUBLESHOOT_RULES", raising=False)

@@ -1,0 +1,103 @@
+import io
+import re
+
+import pytest
+
+from troubleshoot.engine import scanner
+from troubleshoot.engine.scanner import ScanPattern, scan_stream, scan_text
+
+BACKENDS = ["re"] + (["re2"] if scanner.re2_available() else [])
+
+OOM = ScanPattern("oom", "log", re.compile(r"CUDA out of memory\. Tried to allocate (?P<req>[\d.]+ [KMG]iB)", re.ASCII))
+TB = ScanPattern("tb", "log", re.compile(r"^Traceback \(most recent call last\)", re.ASCII))
+BUS = ScanPattern("bus", "log", re.compile(r"(?i)^bus error\b", re.ASCII))
+NOLIT = ScanPattern("nolit", "log", re.compile(r"\d+ [a-z]+ed$", re.ASCII))
+PATS = [OOM, TB, BUS]
+
+
+def hits(result, group):
+    h = result.get(group, "log")
+    return [(x.line, x.text) for x in h.lines] if h else []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_progress_bars_ansi_crlf_and_bad_utf8(backend):
+    log = (b"Epoch 1: 10%|#\rEpoch 1: 50%|#####\rTraceback (most recent call last):\n"
+           b"\x1b[31mRuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\x1b[0m\r\n"
+           b"\xff\xfe garbage \x00 bytes\n"
+           b"Bus error (core dumped)\r\n"
+           b"RuntimeError: CUDA out of memory. Tried to allocate 4.00 MiB")
+    r = scan_stream(io.BytesIO(log), PATS, backend)
+    assert r.total_lines == 5
+    assert hits(r, "tb") == [(1, "Traceback (most recent call last):")]
+    assert hits(r, "oom") == [(2, "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB"),
+                              (5, "RuntimeError: CUDA out of memory. Tried to allocate 4.00 MiB")]
+    assert r.get("oom", "log").captures == {"req": "4.00 MiB"}
+    assert hits(r, "bus") == [(4, "Bus error (core dumped)")]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("chunk", [7, 64, 1 << 20])
+def test_line_numbers_are_exact_across_chunk_boundaries(backend, chunk):
+    lines = [f"step {i} loss 0.1" for i in range(500)]
+    want = [37, 38, 255, 499]
+    for n in want:
+        lines[n - 1] = f"x RuntimeError: CUDA out of memory. Tried to allocate {n}.00 MiB"
+    data = ("\n".join(lines) + "\n").encode()
+    r = scan_stream(io.BytesIO(data), [OOM], backend, chunk_size=chunk)
+    got = r.get("oom", "log")
+    assert r.total_lines == 500
+    assert got.count == 4 and [h.line for h in got.lines] == want
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_patterns_without_literals_still_match(backend):
+    r = scan_text("a\n12 jobs failed\nb\n3 failed\n", [NOLIT], backend)
+    assert hits(r, "nolit") == [(4, "3 failed")]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_match_never_spans_two_lines(backend):
+    pat = ScanPattern("x", "log", re.compile(r"foo[^z]*bar", re.ASCII))
+    r = scan_text("foo\nbar\nfoo and bar\n", [pat], backend)
+    assert hits(r, "x") == [(3, "foo and bar")]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_evidence_is_bounded_and_counts_every_line(backend):
+    text = "".join(f"RuntimeError: CUDA out of memory. Tried to allocate {i}.00 MiB\n" for i in range(1, 10001))
+    r = scan_text(text, [OOM], backend)
+    h = r.get("oom", "log")
+    assert h.count == 10000
+    assert [x.line for x in h.lines] == [1, 2, 3, 9998, 9999, 10000]
+    assert h.captures["req"] == "10000.00 MiB"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_huge_line_without_newline(backend, monkeypatch):
+    monkeypatch.setattr(scanner, "LONG_LINE", 4 << 20)
+    data = b"a" * (3 << 20) + b" CUDA out of memory. Tried to allocate 1.00 GiB" + b"b" * (7 << 20)
+    r = scan_stream(io.BytesIO(data), [OOM], backend, chunk_size=1 << 20)
+    h = r.get("oom", "log")
+    assert r.total_lines == 1 and h.count == 1 and h.lines[0].line == 1
+    assert len(h.lines[0].text) <= scanner.MAX_EVIDENCE_CHARS
+
+
+def test_backends_agree_on_a_mixed_log():
+    if len(BACKENDS) < 2:
+        pytest.skip("re2 not installed")
+    import random
+
+    rnd = random.Random(7)
+    pieces = ["step {} loss 0.5", "Traceback (most recent call last):", "BUS ERROR here",
+              "RuntimeError: CUDA out of memory. Tried to allocate 3.5 GiB", "\x1b[1mbold\x1b[0m", "p\r\rq", "é ü"]
+    text = "\n".join(rnd.choice(pieces).format(i) for i in range(5000))
+    results = [scan_text(text, PATS + [NOLIT], b) for b in BACKENDS]
+    for group in ("oom", "tb", "bus", "nolit"):
+        counts = {b: (r.get(group, "log").count if r.get(group, "log") else 0) for b, r in zip(BACKENDS, results)}
+        assert len(set(counts.values())) == 1, (group, counts)
+
+
+def test_empty_input():
+    r = scan_text("", PATS)
+    assert r.total_lines == 0 and r.hits == {}
