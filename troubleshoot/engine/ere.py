@@ -11,10 +11,12 @@ import re
 from troubleshoot.engine.literals import _c, _p
 
 _ERE_SPECIAL = set(".[]()*+?{}|^$\\")
+# Lines never contain \n (and the scanner splits \r), so classes leave both out: a newline in a
+# pattern file would split the pattern in two for grep.
 _CATEGORY = {
-    _c.CATEGORY_DIGIT: "0-9", _c.CATEGORY_SPACE: " \t\n\r\f\v", _c.CATEGORY_WORD: "A-Za-z0-9_",
+    _c.CATEGORY_DIGIT: "0-9", _c.CATEGORY_SPACE: " \t\f\v", _c.CATEGORY_WORD: "A-Za-z0-9_",
 }
-_NEG_CATEGORY = {_c.CATEGORY_NOT_DIGIT: "0-9", _c.CATEGORY_NOT_SPACE: " \t\n\r\f\v",
+_NEG_CATEGORY = {_c.CATEGORY_NOT_DIGIT: "0-9", _c.CATEGORY_NOT_SPACE: " \t\f\v",
                  _c.CATEGORY_NOT_WORD: "A-Za-z0-9_"}
 
 
@@ -65,7 +67,7 @@ def _item(op, arg) -> str:
     if op is _c.LITERAL:
         return _lit(arg)
     if op is _c.NOT_LITERAL:
-        return f"[^{_bracket_char(arg)}]"
+        return "." if chr(arg) in "\n\r" else f"[^{_bracket_char(arg)}]"
     if op is _c.ANY:
         return "."
     if op is _c.AT:
@@ -76,7 +78,9 @@ def _item(op, arg) -> str:
     if op is _c.BRANCH:
         return "(" + "|".join(_seq(list(b)) for b in arg[1]) + ")"
     if op is _c.SUBPATTERN:
-        return "(" + _seq(list(arg[-1])) + ")"
+        inner = _seq(list(arg[-1]))
+        add_flags = arg[1] if len(arg) == 4 else 0
+        return "(" + (_fold(inner) if add_flags & re.IGNORECASE else inner) + ")"
     if op in (_c.MAX_REPEAT, _c.MIN_REPEAT, getattr(_c, "POSSESSIVE_REPEAT", None)):
         low, high, body = arg
         inner = _seq(list(body))
@@ -102,7 +106,8 @@ def _in(items: list) -> str:
         if op is _c.NEGATE:
             negate = True
         elif op is _c.LITERAL:
-            parts.append(_class_char(arg))
+            if chr(arg) not in "\n\r":
+                parts.append(_class_char(arg))
         elif op is _c.RANGE:
             parts.append(f"{_class_char(arg[0])}-{_class_char(arg[1])}")
         elif op is _c.CATEGORY:

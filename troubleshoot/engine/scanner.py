@@ -107,12 +107,27 @@ def clean_line(raw: bytes) -> list[str]:
 
 
 class _Candidates:
-    """Finds candidate line spans in a chunk; subclasses differ only in speed."""
+    """Finds candidate line spans in a chunk; subclasses differ only in speed.
+
+    Patterns that only need to be seen once (with_log, without_log) are retired after their
+    first hit, so a context pattern that matches every other line stops costing anything.
+    """
 
     name = "abstract"
 
     def __init__(self, patterns: Sequence[ScanPattern]):
         self.patterns = patterns
+        self.active = list(range(len(patterns)))
+        self.dirty = False
+        self._build()
+
+    def retire(self, index: int) -> None:
+        if index in self.active:
+            self.active.remove(index)
+            self.dirty = True
+
+    def _build(self) -> None:
+        raise NotImplementedError
 
     def spans(self, chunk: bytes) -> Iterable[tuple[int, int, Sequence[int] | None]]:
         """Yield (line_start, line_end, pattern indices or None for 'try all')."""
@@ -130,34 +145,35 @@ class _Re2Candidates(_Candidates):
 
     name = "re2"
 
-    def __init__(self, patterns: Sequence[ScanPattern]):
-        super().__init__(patterns)
+    def _build(self) -> None:
         opts = _re2.Options()
         opts.never_nl = True  # a match never spans lines, like a line-by-line scan
         opts.never_capture = True
         opts.max_mem = 256 << 20
-        sources = [_re2_source(p.regex) for p in patterns]
+        sources = [_re2_source(self.patterns[i].regex) for i in self.active]
         # (?m): ^ and $ anchor at each line (and each \r segment), as they do per segment in `re`.
         combined = "|".join(f"(?:{s})" for s in sources)
         self.combined = _re2.compile(f"(?m){combined}".encode(), opts) if sources else None
         self.set = _re2.Set.SearchSet(opts)
         for s in sources:
             self.set.Add(f"(?m){s}".encode())
-        self.set.Compile()
+        if sources:
+            self.set.Compile()
+        self.dirty = False
 
     def spans(self, chunk: bytes):
-        if self.combined is None:
-            return
         scan = chunk.translate(_CR_TO_LF) if b"\r" in chunk else chunk
-        next_free = 0
-        for m in self.combined.finditer(scan):
-            pos = m.start()
-            if pos < next_free:
-                continue
-            start, end = _line_span(chunk, pos)
-            next_free = end + 1
-            line = scan[start:end]
-            yield start, end, self.set.Match(line)
+        pos = 0
+        while self.combined is not None and pos < len(scan):
+            m = self.combined.search(scan, pos)
+            if m is None:
+                return
+            start, end = _line_span(chunk, m.start())
+            pos = end + 1
+            active = self.active
+            yield start, end, [active[k] for k in self.set.Match(scan[start:end])]
+            if self.dirty:
+                self._build()
 
 
 class _LiteralCandidates(_Candidates):
@@ -165,12 +181,12 @@ class _LiteralCandidates(_Candidates):
 
     name = "re"
 
-    def __init__(self, patterns: Sequence[ScanPattern]):
-        super().__init__(patterns)
+    def _build(self) -> None:
         self.by_literal: dict[bytes, list[int]] = {}
         self.by_folded: dict[bytes, list[int]] = {}
         self.always: list[int] = []
-        for i, p in enumerate(patterns):
+        for i in self.active:
+            p = self.patterns[i]
             lits = required_literals(p.regex)
             if not lits:
                 self.always.append(i)
@@ -179,8 +195,11 @@ class _LiteralCandidates(_Candidates):
             for lit in lits:
                 key = lit.lower() if table is self.by_folded else lit
                 table.setdefault(key.encode(), []).append(i)
+        self.dirty = False
 
     def spans(self, chunk: bytes):
+        if self.dirty:
+            self._build()
         if self.always:
             start = 0
             n = len(chunk)
@@ -280,17 +299,17 @@ def _scan_chunk(chunk: bytes, line_base: int, finder: _Candidates, patterns: Seq
     for start, end, idxs in finder.spans(chunk):
         line += chunk.count(b"\n", counted_to, start)
         counted_to = start
-        _check_line(chunk[start:end], line, idxs, patterns, hits)
+        _check_line(chunk[start:end], line, idxs, patterns, hits, finder)
     return line_base + chunk.count(b"\n")
 
 
 def _check_line(raw: bytes, line: int, idxs: Sequence[int] | None, patterns: Sequence[ScanPattern],
-                hits: dict) -> None:
+                hits: dict, finder: _Candidates) -> None:
     if raw.endswith(b"\r"):
         raw = raw[:-1]
     segments = clean_line(raw)
     seen_groups: set[tuple[str, str]] = set()
-    for i in (range(len(patterns)) if idxs is None else idxs):
+    for i in (list(finder.active) if idxs is None else idxs):
         p = patterns[i]
         for seg in segments:
             m = p.regex.search(seg)
@@ -301,6 +320,8 @@ def _check_line(raw: bytes, line: int, idxs: Sequence[int] | None, patterns: Seq
             if rec is None:
                 rec = hits[key] = GroupHits()
             rec.patterns_hit.add(i)
+            if p.role != "log":
+                finder.retire(i)  # context patterns only need to be seen once
             if key in seen_groups:
                 rec.captures.update({k: v for k, v in m.groupdict().items() if v is not None})
             else:

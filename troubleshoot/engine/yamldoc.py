@@ -63,9 +63,14 @@ def load(text: str) -> tuple[object, list[Trap]]:
     try:
         node = yaml.compose(text, Loader=_Loader)
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
+        # The context mark is where the unfinished construct began (an unclosed bracket or
+        # quote): that is the line to fix; the problem mark is where the parser gave up.
+        mark = exc.context_mark or exc.problem_mark
         line = mark.line + 1 if mark else None
-        raise YamlError(line, f"invalid YAML: {exc.problem or exc}") from None
+        detail = exc.problem or str(exc)
+        if exc.context and exc.problem_mark and exc.context_mark:
+            detail = f"{exc.context}: {detail} (at line {exc.problem_mark.line + 1})"
+        raise YamlError(line, f"invalid YAML: {detail}") from None
     except yaml.YAMLError as exc:
         raise YamlError(None, f"invalid YAML: {exc}") from None
     builder = _Builder()
