@@ -94,15 +94,27 @@ def generate(path: Path, size_mb: int, seed: int = 1) -> None:
     tmp.replace(path)
 
 
-def timed(cmd: list[str], stdout=subprocess.DEVNULL, env=None) -> tuple[float, int, subprocess.CompletedProcess]:
-    """Wall seconds and the child's peak RSS in KiB (via wait4), for one run."""
+# Linux counts the RSS a process had at fork() into its child's ru_maxrss, so a big parent (a
+# test runner that imported torch) would inflate the figure: a small launcher runs the command.
+_LAUNCHER = (
+    "import resource, subprocess, sys\n"
+    "rc = subprocess.call(sys.argv[1:])\n"
+    "sys.stderr.write('\\nMAXRSS_KIB=%d\\n' % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+    "sys.exit(rc)\n"
+)
+
+
+def timed(cmd: list[str], stdout=subprocess.DEVNULL, env=None, rss: bool = True) -> tuple[float, int, subprocess.CompletedProcess]:
+    """Wall seconds and the command's own peak RSS in KiB (0 with rss=False: no launcher, for
+    start-up timings where the launcher's own start would blur the figure), for one run."""
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE, env=env)
-    _, status, usage = os.wait4(proc.pid, 0)
+    argv = [sys.executable, "-c", _LAUNCHER, *cmd] if rss else cmd
+    proc = subprocess.run(argv, stdout=stdout, stderr=subprocess.PIPE, env=env)
     wall = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    err = proc.stderr.read() if proc.stderr else b""
-    return wall, usage.ru_maxrss, subprocess.CompletedProcess(cmd, proc.returncode, None, err)
+    if not rss:
+        return wall, 0, proc
+    err, _, tail = proc.stderr.rpartition(b"\nMAXRSS_KIB=")
+    return wall, int(tail.strip() or 0), subprocess.CompletedProcess(cmd, proc.returncode, None, err)
 
 
 def matched_lines_troubleshoot(log: Path) -> int:
@@ -177,9 +189,9 @@ def main() -> int:
     small.write_bytes(log.open("rb").read(10 << 10).rsplit(b"\n", 1)[0] + b"\n" + ERROR_TAIL[2].encode() + b"\n")
     cold, base = [], []
     for _ in range(7):
-        base.append(timed([sys.executable, "-c", "pass"])[0])
+        base.append(timed([sys.executable, "-c", "pass"], rss=False)[0])
         cold.append(timed([sys.executable, "-m", "troubleshoot", "diagnose", "--no-probe", "--format", "json",
-                           "--log", str(small)])[0])
+                           "--log", str(small)], rss=False)[0])
     b, c = statistics.median(base), statistics.median(cold)
     print(f"cold start, 10 KB log: diagnose {c * 1000:.0f} ms, python -c pass {b * 1000:.0f} ms, ratio {c / b:.1f}")
     return 0
