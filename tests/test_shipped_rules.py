@@ -60,3 +60,19 @@ def test_fix_params_only_use_known_captures(shipped):
                 if isinstance(value, str) and f.fixer != "advice":
                     for name in re.findall(r"\{([A-Za-z_][A-Za-z0-9_]*)\}", value):
                         assert name in names, (r.id, f.fixer, name)
+
+
+def test_shipped_rule_files_validate_against_the_published_schema():
+    import json
+
+    import jsonschema
+
+    schema = json.loads((REPO / "docs" / "rule.schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    files = sorted(p for p in (REPO / "rules").glob("*.yaml") if p.name != "symptoms.yaml")
+    assert files
+    for f in files:
+        errors = [f"{f.name}: {'/'.join(map(str, e.absolute_path))}: {e.message}"
+                  for e in validator.iter_errors(yaml.safe_load(f.read_text()))]
+        assert errors == []

@@ -42,6 +42,17 @@ class Condition:
 
 
 @dataclass(frozen=True)
+class ContextNote:
+    """Facts that confirm or refute a diagnosis: when `when` holds, confidence moves by
+    `confidence` and `note` (with `{fact.path}` values filled in) joins the explanation."""
+
+    when: Condition
+    confidence: float
+    note: str
+    line: int = 0
+
+
+@dataclass(frozen=True)
 class FixRef:
     """A rule's request for a fixer: parameters may hold `{capture}` placeholders."""
 
@@ -74,6 +85,7 @@ class Rule:
     with_log: tuple[LogPattern, ...] = ()
     without_log: tuple[LogPattern, ...] = ()
     facts: tuple[Condition, ...] = ()
+    context: tuple[ContextNote, ...] = ()
     fixes: tuple[FixRef, ...] = ()
     references: tuple[str, ...] = ()
     examples: Examples = Examples()

@@ -128,14 +128,30 @@ def _diagnosis(t: RuleTrace, facts: Mapping | None) -> Diagnosis:
             if path.startswith("log.") or any(e.path == path for e in evidence):
                 continue
             evidence.append(Evidence(source="fact", text=f"{path} = {_short(value)}", path=path, value=value))
+    confidence = rule.confidence
+    explain = interpolate(rule.explain, values, facts)
+    said = []
+    env = dict(facts or {})
+    env["log"] = values
+    for ctx in rule.context:
+        if conditions.evaluate(ctx.when.tree, env) is True:
+            confidence = min(1.0, max(0.0, confidence + ctx.confidence))
+            if ctx.note:
+                said.append(interpolate(ctx.note, values, facts))
+            for path in conditions.paths(ctx.when.tree):
+                if not path.startswith("log.") and not any(e.path == path for e in evidence):
+                    value = _lookup(env, path)
+                    evidence.append(Evidence(source="fact", text=f"{path} = {_short(value)}", path=path, value=value))
+    if said:
+        explain += "\n\n**On this machine:** " + " ".join(said)
     notes = []
     if t.log_count > len(t.log_lines):
         first, last = t.log_lines[0].line, t.log_lines[-1].line
         notes.append(f"matched {t.log_count} lines, first {first}, last {last}")
     return Diagnosis(
         rule=rule,
-        confidence=rule.confidence,
-        explain=interpolate(rule.explain, values, facts),
+        confidence=round(confidence, 3),
+        explain=explain,
         evidence=tuple(evidence),
         fixes=tuple(_fix(f, values, facts) for f in rule.fixes),
         count=t.log_count,

@@ -14,12 +14,13 @@ from typing import Any
 from troubleshoot.engine import conditions, yamldoc
 from troubleshoot.engine.scanner import re2_compatible
 from troubleshoot.errors import Problem
-from troubleshoot.model import SEVERITIES, Condition, Examples, FixRef, LogPattern, Origin, Rule
+from troubleshoot.model import SEVERITIES, Condition, ContextNote, Examples, FixRef, LogPattern, Origin, Rule
 
 RULE_KEYS = {
     "id", "symptom", "title", "severity", "confidence", "downstream_of", "refines", "match",
-    "explain", "fixes", "references", "examples",
+    "context", "explain", "fixes", "references", "examples",
 }
+CONTEXT_KEYS = {"when", "confidence", "note"}
 MATCH_KEYS = {"log", "with_log", "without_log", "facts"}
 FIX_KEYS = {"fixer", "title", "params"}
 EXAMPLE_KEYS = {"match", "no_match"}
@@ -164,6 +165,7 @@ def _build_rule(item: Any, path: Path, line: int, pack: str, taxonomy: dict[str,
         if "log" not in match and "facts" not in match:
             problem(match.line if match else item.line, f"{label}needs 'match.log' or 'match.facts'")
 
+    context = tuple(_context(item, label, problem))
     fixes = tuple(_fixes(item, label, problem))
     examples = _examples(item, label, problem, needs=bool(logs["log"]))
 
@@ -183,6 +185,7 @@ def _build_rule(item: Any, path: Path, line: int, pack: str, taxonomy: dict[str,
         with_log=logs["with_log"],
         without_log=logs["without_log"],
         facts=facts,
+        context=context,
         fixes=fixes,
         references=tuple(references),
         examples=examples,
@@ -254,6 +257,39 @@ def _conditions(match, label: str, problem):
             problem(ln, f"{label}condition {src!r}: {exc}")
             continue
         yield Condition(source=src, tree=tree, line=ln)
+
+
+def _context(item, label: str, problem):
+    value = item.get("context")
+    if value is None:
+        return
+    if not isinstance(value, list):
+        problem(item.line_of("context"), f"{label}'context' must be a list of {{when, confidence, note}}")
+        return
+    for i, entry in enumerate(value):
+        ln = value.line_of(i)
+        if not isinstance(entry, yamldoc.LDict):
+            problem(ln, f"{label}each context entry must be a mapping with 'when', 'confidence', 'note'")
+            continue
+        for key in entry:
+            if key not in CONTEXT_KEYS:
+                problem(entry.line_of(key), f"{label}unknown context key {key!r}")
+        when, note, delta = entry.get("when"), entry.get("note", ""), entry.get("confidence", 0)
+        if not isinstance(when, str) or not when.strip():
+            problem(entry.line_of("when"), f"{label}context needs a 'when' condition")
+            continue
+        if not isinstance(note, str):
+            problem(entry.line_of("note"), f"{label}context note must be a string")
+            continue
+        if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not -1 <= delta <= 1:
+            problem(entry.line_of("confidence"), f"{label}context confidence must be a number from -1 to 1 (a change)")
+            continue
+        try:
+            tree = conditions.parse(when)
+        except conditions.ConditionError as exc:
+            problem(entry.line_of("when"), f"{label}condition {when!r}: {exc}")
+            continue
+        yield ContextNote(when=Condition(when, tree, entry.line_of("when")), confidence=float(delta), note=note, line=ln)
 
 
 def _fixes(item, label: str, problem):

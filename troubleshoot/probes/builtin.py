@@ -1,0 +1,21 @@
+"""The built-in probes, registered through the same hook a team plugin would use."""
+
+from __future__ import annotations
+
+from troubleshoot.hookspecs import hookimpl
+from troubleshoot.probes import cuda, docker, frameworks, host, io, kernel, nvml
+from troubleshoot.probes.base import Probe
+
+
+@hookimpl
+def troubleshoot_probes():
+    return [
+        Probe("host", host.host, timeout=2, title="Host"),
+        Probe("env", host.env, timeout=1, title="Environment"),
+        Probe("nvml", nvml.probe, timeout=8, title="GPUs (NVML)"),
+        Probe("kernel", kernel.probe, timeout=6, title="Kernel"),
+        Probe("cuda", cuda.probe, timeout=6, title="CUDA libraries"),
+        Probe("frameworks", frameworks.probe, timeout=frameworks.TIMEOUT + 1, title="Frameworks"),
+        Probe("docker", docker.probe, timeout=8, title="Docker"),
+        Probe("io", io.probe, timeout=4, title="System and IO"),
+    ]

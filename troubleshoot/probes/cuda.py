@@ -1,0 +1,85 @@
+"""CUDA stack: nvcc, the CUDA libraries the loader can find, LD_LIBRARY_PATH, conda env."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from troubleshoot.probes.base import ProbeContext
+
+LIBS = ("libcudart", "libcublas", "libcublasLt", "libcudnn", "libnccl", "libcuda", "libnvidia-ml",
+        "libnvJitLink", "libcusparse", "libcufft", "libcurand")
+_SONAME = re.compile(r"^(?P<name>lib[A-Za-z_+-]+?)\.so(?:\.(?P<version>[0-9][0-9.]*))?$")
+MAX_DIR_FILES = 5000
+
+
+def probe(ctx: ProbeContext) -> dict:
+    out: dict = {"available": True}
+    nvcc = ctx.which("nvcc") or _first_existing(ctx, ["/usr/local/cuda/bin/nvcc"])
+    out["nvcc_path"] = nvcc
+    out["nvcc_version"] = None
+    if nvcc:
+        r = ctx.run([nvcc, "--version"], timeout=5)
+        m = re.search(r"release (\d+\.\d+)", r.stdout) if r.ok else None
+        out["nvcc_version"] = m.group(1) if m else None
+        if not r.ok:
+            out["nvcc_error"] = r.error or r.stderr.strip()[:200]
+    ld = ctx.env.get("LD_LIBRARY_PATH", "")
+    out["ld_library_path"] = [p for p in ld.split(":") if p]
+    out["cuda_home"] = ctx.env.get("CUDA_HOME") or ctx.env.get("CUDA_PATH")
+    prefix = ctx.env.get("CONDA_PREFIX")
+    out["conda_env"] = {"name": ctx.env.get("CONDA_DEFAULT_ENV"), "prefix": prefix} if prefix else None
+
+    libs: list[dict] = []
+    r = ctx.run(["ldconfig", "-p"], timeout=5) if ctx.which("ldconfig") or ctx.path("/sbin/ldconfig").exists() else None
+    if r is not None and r.ok:
+        for line in r.stdout.splitlines()[1:]:
+            # "	libcudart.so.12 (libc6,x86-64) => /usr/local/cuda/lib64/libcudart.so.12"
+            left, _, path = line.partition("=>")
+            _add(libs, left.strip().split(" ")[0], path.strip(), "ldconfig", ctx)
+    elif r is not None:
+        out["ldconfig_error"] = r.error or r.stderr.strip()[:200]
+    dirs = [(d, "LD_LIBRARY_PATH") for d in out["ld_library_path"]]
+    if prefix:
+        dirs.append((os.path.join(prefix, "lib"), "conda"))
+    for d, source in dirs:
+        try:
+            entries = sorted(ctx.path(d).iterdir())[:MAX_DIR_FILES]
+        except OSError:
+            continue
+        for f in entries:
+            _add(libs, f.name, os.path.join(d, f.name), source, ctx)
+    out["libraries"] = libs
+    out["conflicts"] = _conflicts(libs)
+    return out
+
+
+def _first_existing(ctx: ProbeContext, paths: list[str]) -> str | None:
+    return next((p for p in paths if ctx.path(p).exists()), None)
+
+
+def _add(libs: list[dict], filename: str, path: str, source: str, ctx: ProbeContext) -> None:
+    m = _SONAME.match(filename)
+    if not m or m.group("name") not in LIBS:
+        return
+    if any(lib["path"] == path for lib in libs):
+        return
+    version = m.group("version")
+    try:  # a bare "libcudart.so" symlink names its version in its target
+        target = Path(os.path.realpath(ctx.path(path))).name
+        tm = _SONAME.match(target)
+        if tm and tm.group("version") and len(tm.group("version")) > len(version or ""):
+            version = tm.group("version")
+    except OSError:
+        pass
+    libs.append({"name": m.group("name"), "version": version, "path": path, "source": source})
+
+
+def _conflicts(libs: list[dict]) -> list[dict]:
+    """Libraries found with different major versions on the loader path (a classic skew)."""
+    majors: dict[str, set[str]] = {}
+    for lib in libs:
+        if lib["version"]:
+            majors.setdefault(lib["name"], set()).add(lib["version"].split(".")[0])
+    return [{"name": n, "majors": sorted(v)} for n, v in sorted(majors.items()) if len(v) > 1]

@@ -1,0 +1,118 @@
+"""Kernel: GPU modules loaded, nouveau blacklisting, NVIDIA module version, Xid events."""
+
+from __future__ import annotations
+
+import re
+
+from troubleshoot.probes.base import ProbeContext
+
+MODULES = ("nvidia", "nvidia_uvm", "nvidia_drm", "nvidia_modeset", "nvidia_peermem", "nouveau")
+MODPROBE_DIRS = ("/etc/modprobe.d", "/lib/modprobe.d", "/usr/lib/modprobe.d", "/run/modprobe.d")
+XID = re.compile(
+    r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?|[0-9A-Fa-f:.]+)"
+    r"(?: GPU-I:\w+)?\): (?P<code>\d+)(?:, pid=(?P<pid>\d+|'?<unknown>'?))?(?:, name=(?P<name>[^,]*))?"
+    r"(?:, (?P<message>.*))?")
+FALLEN = re.compile(r"NVRM: (?:GPU at PCI:)?(?P<pci>[0-9A-Fa-f:.]+).*has fallen off the bus")
+MAX_XID_EVENTS = 200
+KERNEL_LOG_BYTES = 8 << 20
+
+
+def probe(ctx: ProbeContext) -> dict:
+    out: dict = {"available": True}
+    modules_text = ctx.read("/proc/modules")
+    if modules_text is None:
+        out["modules"] = None
+        out["error"] = "cannot read /proc/modules"
+    else:
+        loaded = {line.split()[0] for line in modules_text.splitlines() if line.strip()}
+        out["modules"] = {m: m in loaded for m in MODULES}
+    out["nouveau_blacklisted"], out["nouveau_blacklist_files"] = _nouveau_blacklist(ctx)
+    version = ctx.read("/proc/driver/nvidia/version")
+    out["nvidia_module_version"] = _module_version(version) if version else None
+    out["nvidia_module_version_text"] = version.strip().splitlines()[0] if version else None
+    log, source, error = _kernel_log(ctx)
+    out["kernel_log_source"] = source
+    out["kernel_log_error"] = error
+    out["xid_events"] = parse_xids(log) if log else ([] if source else None)
+    return out
+
+
+def _module_version(text: str) -> str | None:
+    # "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023"
+    # "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.124.06  Release Build ..."
+    m = re.search(r"Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)", text)
+    return m.group(1) if m else None
+
+
+def _nouveau_blacklist(ctx: ProbeContext) -> tuple[bool, list[str]]:
+    files = []
+    for d in MODPROBE_DIRS:
+        folder = ctx.path(d)
+        try:
+            entries = sorted(folder.iterdir())
+        except OSError:
+            continue
+        for f in entries:
+            if f.suffix != ".conf":
+                continue
+            text = ctx.read(f"{d}/{f.name}") or ""
+            for line in text.splitlines():
+                words = line.split("#", 1)[0].split()
+                if words[:2] == ["blacklist", "nouveau"] or (words[:2] == ["options", "nouveau"] and "modeset=0" in words):
+                    files.append(f"{d}/{f.name}")
+                    break
+    cmdline = ctx.read("/proc/cmdline") or ""
+    if re.search(r"(?:modprobe|rd\.driver)\.blacklist=\S*nouveau|nouveau\.modeset=0", cmdline):
+        files.append("/proc/cmdline")
+    return bool(files), files
+
+
+def _kernel_log(ctx: ProbeContext) -> tuple[str | None, str | None, str | None]:
+    """The kernel ring buffer (dmesg), else the journal's kernel messages, else kern.log."""
+    errors = []
+    r = ctx.run(["dmesg", "--nopager"], timeout=5) if ctx.which("dmesg") else None
+    if r is not None and r.ok:
+        return r.stdout[-KERNEL_LOG_BYTES:], "dmesg", None
+    if r is not None:
+        errors.append(f"dmesg: {r.error or r.stderr.strip()[:200] or f'exit {r.returncode}'}")
+    if ctx.which("journalctl"):
+        r = ctx.run(["journalctl", "-k", "-b", "--no-pager", "-o", "short", "-n", "20000"], timeout=5)
+        if r.ok and r.stdout.strip() and "No entries" not in r.stdout[:200]:
+            return r.stdout[-KERNEL_LOG_BYTES:], "journalctl", None
+        errors.append(f"journalctl: {r.error or r.stderr.strip()[:200] or 'no kernel entries'}")
+    for path in ("/var/log/kern.log", "/var/log/messages"):
+        text = ctx.read(path, limit=KERNEL_LOG_BYTES)
+        if text is not None:
+            return text, path, None
+    return None, None, "; ".join(errors) or "no kernel log is readable"
+
+
+def _same_device(a: str, b: str) -> bool:
+    norm = lambda p: p.lower().split(".")[0].removeprefix("0000:")  # noqa: E731
+    return norm(a) == norm(b)
+
+
+def parse_xids(text: str) -> list[dict]:
+    """Xid events from kernel log text: code, PCI address, process and message, in order."""
+    events = []
+    for line in text.splitlines():
+        m = XID.search(line)
+        if m:
+            pid = m.group("pid")
+            events.append({
+                "code": int(m.group("code")),
+                "pci": m.group("pci"),
+                "pid": int(pid) if pid and pid.isdigit() else None,
+                "process": (m.group("name") or "").strip() or None,
+                "message": (m.group("message") or "").strip(),
+                "line": line.strip()[:300],
+            })
+            continue
+        f = FALLEN.search(line)
+        if f:
+            last = events[-1] if events else None
+            if last and last["code"] == 79 and _same_device(last["pci"], f.group("pci")):
+                continue  # the driver's second line about the same Xid 79
+            events.append({"code": 79, "pci": f.group("pci"), "pid": None, "process": None,
+                           "message": "GPU has fallen off the bus", "line": line.strip()[:300]})
+    return events[-MAX_XID_EVENTS:]
