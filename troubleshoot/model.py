@@ -84,6 +84,7 @@ class Rule:
     log: tuple[LogPattern, ...] = ()
     with_log: tuple[LogPattern, ...] = ()
     without_log: tuple[LogPattern, ...] = ()
+    where: tuple[Condition, ...] = ()
     facts: tuple[Condition, ...] = ()
     context: tuple[ContextNote, ...] = ()
     fixes: tuple[FixRef, ...] = ()

@@ -363,6 +363,35 @@ def paths(node: Node, bound: frozenset = frozenset()) -> list[str]:
     return out
 
 
+def qualified_paths(node: Node, bound: dict | None = None) -> list[str]:
+    """Fact paths with quantifier variables resolved to their lists: `any(g in nvml.gpus:
+    g.temperature_c > 85)` reads `nvml.gpus` and `nvml.gpus[].temperature_c` (for lint)."""
+    bound = bound or {}
+    out: list[str] = []
+    if isinstance(node, Path):
+        head = node.parts[0]
+        if head in bound:
+            if bound[head] is not None:
+                rest = Path(("_",) + node.parts[1:]).dotted[1:]
+                out.append(bound[head] + rest)
+        else:
+            out.append(node.dotted)
+    elif isinstance(node, BinOp):
+        out += qualified_paths(node.left, bound) + qualified_paths(node.right, bound)
+    elif isinstance(node, (Not, Neg)):
+        out += qualified_paths(node.operand, bound)
+    elif isinstance(node, (Call, ListLit)):
+        for a in (node.args if isinstance(node, Call) else node.items):
+            out += qualified_paths(a, bound)
+    elif isinstance(node, Quant):
+        seq = qualified_paths(node.seq, bound)
+        out += seq
+        inner = dict(bound)
+        inner[node.var] = seq[0] + "[]" if isinstance(node.seq, Path) and seq else None
+        out += qualified_paths(node.body, inner)
+    return out
+
+
 # ---------------------------------------------------------------- evaluation
 
 @dataclass

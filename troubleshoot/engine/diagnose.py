@@ -20,11 +20,25 @@ def with_role(i: int) -> str:
     return f"with_log:{i}"
 
 
+def line_filter(rule: Rule):
+    """The rule's `match.where` as a predicate on one line's captures (None: every line counts)."""
+    if not rule.where:
+        return None
+    trees = [c.tree for c in rule.where]
+
+    def keep(captures: dict) -> bool:
+        env = {"log": {k: v for k, v in captures.items() if v is not None}}
+        return all(conditions.evaluate(t, env) is True for t in trees)
+
+    return keep
+
+
 def scan_patterns(rules: Iterable[Rule]) -> list[ScanPattern]:
     """Every pattern the scanner must look for, tagged with its rule and role."""
     out: list[ScanPattern] = []
     for r in rules:
-        out += [ScanPattern(r.id, LOG_ROLE, p.regex) for p in r.log]
+        keep = line_filter(r)
+        out += [ScanPattern(r.id, LOG_ROLE, p.regex, keep) for p in r.log]
         out += [ScanPattern(r.id, with_role(i), p.regex) for i, p in enumerate(r.with_log)]
         out += [ScanPattern(r.id, WITHOUT_ROLE, p.regex) for p in r.without_log]
     return out
@@ -49,6 +63,7 @@ class RuleTrace:
     without_log: tuple[tuple[str, int | None], ...]
     conditions: tuple[ConditionResult, ...]
     captures: Mapping[str, str]
+    series: Mapping[str, dict]
     fired: bool
     reason: str
 
@@ -66,6 +81,7 @@ def trace_rule(rule: Rule, scan: ScanResult | None, facts: Mapping | None) -> Ru
 
     env = dict(facts or {})
     env["log"] = captures
+    env["series"] = {k: v.as_dict() for k, v in log_hits.series.items()} if log_hits else {}
     conds = []
     for c in rule.facts:
         missing: list[str] = []
@@ -95,6 +111,7 @@ def trace_rule(rule: Rule, scan: ScanResult | None, facts: Mapping | None) -> Ru
         without_log=tuple(withouts),
         conditions=tuple(conds),
         captures=captures,
+        series=env["series"],
         fired=not reason,
         reason=reason or "fired",
     )
@@ -125,7 +142,7 @@ def _diagnosis(t: RuleTrace, facts: Mapping | None) -> Diagnosis:
     evidence = [Evidence(source="log", text=h.text, line=h.line, span=(h.start, h.end)) for h in t.log_lines]
     for c in t.conditions:
         for path, value in c.reads:
-            if path.startswith("log.") or any(e.path == path for e in evidence):
+            if path.startswith(("log.", "series.")) or any(e.path == path for e in evidence):
                 continue
             evidence.append(Evidence(source="fact", text=f"{path} = {_short(value)}", path=path, value=value))
     confidence = rule.confidence
@@ -133,13 +150,14 @@ def _diagnosis(t: RuleTrace, facts: Mapping | None) -> Diagnosis:
     said = []
     env = dict(facts or {})
     env["log"] = values
+    env["series"] = t.series
     for ctx in rule.context:
         if conditions.evaluate(ctx.when.tree, env) is True:
             confidence = min(1.0, max(0.0, confidence + ctx.confidence))
             if ctx.note:
                 said.append(interpolate(ctx.note, values, facts))
             for path in conditions.paths(ctx.when.tree):
-                if not path.startswith("log.") and not any(e.path == path for e in evidence):
+                if not path.startswith(("log.", "series.")) and not any(e.path == path for e in evidence):
                     value = _lookup(env, path)
                     evidence.append(Evidence(source="fact", text=f"{path} = {_short(value)}", path=path, value=value))
     if said:

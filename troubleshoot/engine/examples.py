@@ -28,7 +28,7 @@ class ExampleFailure:
 def log_only(rule: Rule) -> Rule:
     """The rule as examples test it: conditions on machine facts are dropped, since an
     example is a log excerpt; conditions on captured values (`log.*`) still count."""
-    kept = tuple(c for c in rule.facts if all(p.startswith("log.") for p in conditions.paths(c.tree)))
+    kept = tuple(c for c in rule.facts if all(p.startswith(("log.", "series.")) for p in conditions.paths(c.tree)))
     return replace(rule, facts=kept)
 
 

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
+from troubleshoot.engine import conditions
 from troubleshoot.engine.ruleset import RuleSet
 from troubleshoot.errors import Problem
+
+SERIES_KEYS = {"first", "last", "min", "max", "samples", "rises", "falls"}
 
 # Ordinary lines of a healthy training log: a pattern that matches them would flood diagnoses.
 ORDINARY_LINES = (
@@ -14,9 +19,11 @@ ORDINARY_LINES = (
 )
 
 
-def lint(ruleset: RuleSet) -> list[Problem]:
+def lint(ruleset: RuleSet, extra_areas: frozenset[str] = frozenset()) -> list[Problem]:
+    """Every problem of the rule set. `extra_areas`: snapshot areas that plugin probes add."""
     problems = list(ruleset.problems)
     for rule in ruleset.rules:
+        problems += _fact_problems(rule, extra_areas)
         for p in rule.log:
             hits = sum(1 for line in ORDINARY_LINES if p.regex.search(line))
             if p.regex.search(""):
@@ -27,3 +34,32 @@ def lint(ruleset: RuleSet) -> list[Problem]:
                 problems.append(Problem(rule.origin.path, p.line,
                                         f"rule {rule.id!r}: pattern matches ordinary training-log lines", level="warning"))
     return sorted(problems, key=lambda p: (p.path, p.line or 0))
+
+
+def _fact_problems(rule, extra_areas: frozenset[str]) -> list[Problem]:
+    from troubleshoot import snapshot
+
+    documented, open_ = snapshot.documented_paths(), snapshot.open_paths()
+    captures = set(rule.captures)
+    out = []
+    conds = ([(c.tree, c.line) for c in rule.facts] + [(c.tree, c.line) for c in rule.where]
+             + [(n.when.tree, n.when.line) for n in rule.context])
+    for tree, line in conds:
+        for path in conditions.qualified_paths(tree):
+            norm = re.sub(r"\[\d+\]", "[]", path)
+            if norm.startswith(("log.", "series.")):
+                root, name = norm.split(".")[:2]
+                if root == "series" and len(norm.split(".")) == 3 and norm.split(".")[2] not in SERIES_KEYS:
+                    out.append(Problem(rule.origin.path, line, f"rule {rule.id!r}: {path}: a series has "
+                                                               f"{', '.join(sorted(SERIES_KEYS))}"))
+                if name not in captures:
+                    out.append(Problem(rule.origin.path, line, f"rule {rule.id!r}: condition reads {path} but no "
+                                                               f"match.log pattern captures (?P<{name}>...)"))
+                continue
+            if norm in documented or norm.split(".")[0].split("[")[0] in extra_areas:
+                continue
+            if any(norm == o or norm.startswith(o + ".") or norm.startswith(o + "[") for o in open_):
+                continue
+            out.append(Problem(rule.origin.path, line, f"rule {rule.id!r}: condition reads {path}, a fact no probe "
+                                                       f"documents (see docs/snapshot.md)"))
+    return out

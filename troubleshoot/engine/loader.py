@@ -21,7 +21,7 @@ RULE_KEYS = {
     "context", "explain", "fixes", "references", "examples",
 }
 CONTEXT_KEYS = {"when", "confidence", "note"}
-MATCH_KEYS = {"log", "with_log", "without_log", "facts"}
+MATCH_KEYS = {"log", "with_log", "without_log", "where", "facts"}
 FIX_KEYS = {"fixer", "title", "params"}
 EXAMPLE_KEYS = {"match", "no_match"}
 FILE_KEYS = {"rules", "disable"}
@@ -153,6 +153,7 @@ def _build_rule(item: Any, path: Path, line: int, pack: str, taxonomy: dict[str,
     match = item.get("match", yamldoc.LDict())
     logs: dict[str, tuple[LogPattern, ...]] = {"log": (), "with_log": (), "without_log": ()}
     facts: tuple[Condition, ...] = ()
+    where: tuple[Condition, ...] = ()
     if not isinstance(match, yamldoc.LDict):
         problem(item.line_of("match"), f"{label}'match' must be a mapping")
     else:
@@ -161,7 +162,14 @@ def _build_rule(item: Any, path: Path, line: int, pack: str, taxonomy: dict[str,
                 problem(match.line_of(key), f"{label}unknown key 'match.{key}' (expected: {', '.join(sorted(MATCH_KEYS))})")
         for key in logs:
             logs[key] = tuple(_patterns(match, key, label, problem))
-        facts = tuple(_conditions(match, label, problem))
+        facts = tuple(_conditions(match, "facts", label, problem))
+        where = tuple(_conditions(match, "where", label, problem))
+        if where and not logs["log"]:
+            problem(match.line_of("where"), f"{label}'match.where' filters match.log lines; the rule has no match.log")
+        for c in where:
+            outside = [p for p in conditions.paths(c.tree) if not p.startswith("log.")]
+            if outside:
+                problem(c.line, f"{label}'match.where' sees only the line's captures (log.NAME), not {outside[0]}")
         if "log" not in match and "facts" not in match:
             problem(match.line if match else item.line, f"{label}needs 'match.log' or 'match.facts'")
 
@@ -184,6 +192,7 @@ def _build_rule(item: Any, path: Path, line: int, pack: str, taxonomy: dict[str,
         log=logs["log"],
         with_log=logs["with_log"],
         without_log=logs["without_log"],
+        where=where,
         facts=facts,
         context=context,
         fixes=fixes,
@@ -236,15 +245,15 @@ def _patterns(match, key: str, label: str, problem):
         yield LogPattern(source=src, regex=regex, line=ln)
 
 
-def _conditions(match, label: str, problem):
-    value = match.get("facts")
+def _conditions(match, key: str, label: str, problem):
+    value = match.get(key)
     if value is None:
         return
     if isinstance(value, str):
         value = yamldoc.LList([value])
-        value.line, value.item_lines = match.line_of("facts"), [match.line_of("facts")]
+        value.line, value.item_lines = match.line_of(key), [match.line_of(key)]
     if not isinstance(value, list):
-        problem(match.line_of("facts"), f"{label}'match.facts' must be a list of conditions")
+        problem(match.line_of(key), f"{label}'match.{key}' must be a list of conditions")
         return
     for i, src in enumerate(value):
         ln = value.line_of(i)

@@ -16,9 +16,10 @@ from __future__ import annotations
 import re
 from collections import deque
 from dataclasses import dataclass, field
-from typing import BinaryIO, Iterable, Sequence
+from typing import BinaryIO, Callable, Iterable, Sequence
 
 from troubleshoot.engine.literals import required_literals
+from troubleshoot.engine.values import parse_bytes
 
 try:  # RE2 wheels exist for common Linux/macOS platforms; everything works without.
     import re2 as _re2
@@ -39,11 +40,51 @@ _CR_TO_LF = bytes.maketrans(b"\r", b"\n")
 
 @dataclass(frozen=True)
 class ScanPattern:
-    """One regex to look for, belonging to a group (a rule) under a role (log, with_log...)."""
+    """One regex to look for, belonging to a group (a rule) under a role (log, with_log...).
+
+    `where`, when given, decides per matching line from that line's captures whether the
+    line counts (a rule's `match.where`)."""
 
     group: str
     role: str
     regex: re.Pattern
+    where: Callable[[dict], bool] | None = None
+
+
+@dataclass
+class Series:
+    """A numeric capture followed across lines: enough to see a value climbing (a leak)."""
+
+    first: float
+    last: float
+    min: float
+    max: float
+    samples: int = 1
+    rises: int = 0
+    falls: int = 0
+
+    def add(self, x: float) -> None:
+        self.rises += x > self.last
+        self.falls += x < self.last
+        self.samples += 1
+        self.last = x
+        self.min = min(self.min, x)
+        self.max = max(self.max, x)
+
+    def as_dict(self) -> dict:
+        return {"first": self.first, "last": self.last, "min": self.min, "max": self.max,
+                "samples": self.samples, "rises": self.rises, "falls": self.falls}
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        return float(parse_bytes(text))
+    except ValueError:
+        return None
 
 
 @dataclass
@@ -62,6 +103,7 @@ class GroupHits:
     first: list[LineHit] = field(default_factory=list)
     last: deque = field(default_factory=lambda: deque(maxlen=KEEP_LAST))
     captures: dict[str, str] = field(default_factory=dict)
+    series: dict[str, Series] = field(default_factory=dict)
     patterns_hit: set[int] = field(default_factory=set)
 
     def add(self, hit: LineHit, captures: dict[str, str]) -> None:
@@ -70,7 +112,20 @@ class GroupHits:
             self.first.append(hit)
         else:
             self.last.append(hit)
-        self.captures.update({k: v for k, v in captures.items() if v is not None})
+        self.capture(captures)
+
+    def capture(self, captures: dict[str, str]) -> None:
+        for k, v in captures.items():
+            if v is None:
+                continue
+            self.captures[k] = v
+            x = _number(v)
+            if x is not None:
+                s = self.series.get(k)
+                if s is None:
+                    self.series[k] = Series(x, x, x, x)
+                else:
+                    s.add(x)
 
     @property
     def lines(self) -> list[LineHit]:
@@ -313,7 +368,7 @@ def _check_line(raw: bytes, line: int, idxs: Sequence[int] | None, patterns: Seq
         p = patterns[i]
         for seg in segments:
             m = p.regex.search(seg)
-            if m is None:
+            if m is None or (p.where is not None and not p.where(m.groupdict())):
                 continue
             key = (p.group, p.role)
             rec = hits.get(key)
@@ -323,7 +378,7 @@ def _check_line(raw: bytes, line: int, idxs: Sequence[int] | None, patterns: Seq
             if p.role != "log":
                 finder.retire(i)  # context patterns only need to be seen once
             if key in seen_groups:
-                rec.captures.update({k: v for k, v in m.groupdict().items() if v is not None})
+                rec.capture(m.groupdict())
             else:
                 seen_groups.add(key)
                 rec.add(_evidence(line, seg, m), m.groupdict())
