@@ -29,7 +29,7 @@ rules:
 
 
 def diagnose_json(*args, input=None):
-    p = run_cli("diagnose", "--format", "json", *args, input=input)
+    p = run_cli("diagnose", "--format", "json", "--no-probe", *args, input=input)
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout), p
 
@@ -75,10 +75,10 @@ def test_bad_usage_is_one_line_exit_2():
 
 
 def test_text_and_markdown_outputs():
-    p = run_cli("diagnose", "--log", str(OOM_LOG))
+    p = run_cli("diagnose", "--no-probe", "--log", str(OOM_LOG))
     out = p.stdout.decode()
     assert p.returncode == 0 and "1. [ERROR]" in out and "CUDA out of memory" in out
-    p = run_cli("diagnose", "--log", str(OOM_LOG), "--format", "markdown")
+    p = run_cli("diagnose", "--no-probe", "--log", str(OOM_LOG), "--format", "markdown")
     assert p.stdout.decode().startswith("# troubleshoot report") and "| 1 | error | `cuda-oom`" in p.stdout.decode()
 
 

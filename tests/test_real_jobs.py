@@ -19,7 +19,7 @@ def run_job(script: str) -> bytes:
 def top_symptom(log: bytes) -> str:
     import json
 
-    p = run_cli("diagnose", "--format", "json", "--log", "-", input=log)
+    p = run_cli("diagnose", "--format", "json", "--no-probe", "--log", "-", input=log)
     ds = json.loads(p.stdout)["diagnoses"]
     return ds[0]["symptom"] if ds else "-"
 

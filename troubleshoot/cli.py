@@ -32,6 +32,8 @@ def _add_rules_arg(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog=PROG, description="Diagnose failing or slow AI training jobs on NVIDIA GPUs.")
     ap.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    ap.add_argument("-p", dest="plugins", metavar="MODULE", action="append", default=[],
+                    help="load a local plugin module (repeatable), as if installed by entry point")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     d = sub.add_parser("diagnose", help="diagnose a log (file, '-' or piped stdin)")
@@ -39,8 +41,17 @@ def build_parser() -> argparse.ArgumentParser:
     _add_rules_arg(d)
     d.add_argument("--format", choices=("text", "json", "markdown"), default="text")
     d.add_argument("--no-probe", action="store_true", help="do not probe this machine (log only)")
+    d.add_argument("--snapshot", metavar="FILE", help="diagnose against a saved snapshot instead of this machine")
+    d.add_argument("--python", metavar="PATH", help="interpreter whose frameworks to probe (a venv or conda env)")
     d.add_argument("--all", action="store_true", help="text: show every diagnosis, not the top 5")
     d.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+
+    pr = sub.add_parser("probe", help="read this machine (GPUs, driver, CUDA, frameworks, Docker, IO)")
+    pr.add_argument("--format", choices=("text", "json"), default="text")
+    pr.add_argument("--save", metavar="FILE", help="also save the snapshot as JSON to FILE")
+    pr.add_argument("--redact", action="store_true",
+                    help="replace hostnames, IP/MAC addresses, user names and home paths with placeholders")
+    pr.add_argument("--python", metavar="PATH", help="interpreter whose frameworks to probe")
 
     r = sub.add_parser("rules", help="list, show, lint, test and trace rules")
     rsub = r.add_subparsers(dest="rules_command", metavar="SUBCOMMAND", parser_class=_Parser)
@@ -60,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = rsub.add_parser("why", help="trace why a rule did or did not fire on a log")
     p.add_argument("id")
     p.add_argument("--log", metavar="PATH", help="log file or '-'")
+    p.add_argument("--snapshot", metavar="FILE", help="facts from a saved snapshot")
     _add_rules_arg(p)
     return ap
 
@@ -70,6 +82,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         if args.command == "diagnose":
             return cmd_diagnose(args)
+        if args.command == "probe":
+            return cmd_probe(args)
         if args.command == "rules":
             return cmd_rules(args)
         build_parser().print_help()
@@ -106,46 +120,98 @@ def _use_colour(choice: str) -> bool:
     return sys.stdout.isatty()
 
 
+def _plugins(args):
+    from troubleshoot.plugins import load_plugins, warn
+
+    plugins = load_plugins(args.plugins)
+    warn(plugins.problems)
+    plugins.problems.clear()
+    return plugins
+
+
+def _facts(args, plugins) -> tuple[dict | None, str | None]:
+    """Facts for a diagnosis: a saved snapshot, this machine's probes, or none (--no-probe)."""
+    from troubleshoot import pipeline, snapshot
+
+    if getattr(args, "snapshot", None):
+        loaded = snapshot.load(args.snapshot)
+        for w in loaded.warnings:
+            print(f"{PROG}: warning: {w}", file=sys.stderr)
+        return loaded.facts, f"snapshot {args.snapshot}"
+    if getattr(args, "no_probe", False):
+        return None, None
+    snap = pipeline.probe(getattr(args, "python", None), plugins)
+    return snap, "this machine"
+
+
 def cmd_diagnose(args) -> int:
     from troubleshoot import pipeline
 
     log = args.log
     if log is None and not sys.stdin.isatty():
         log = "-"
-    if log is None:
-        raise TroubleshootError("no log given: use --log PATH, --log - or pipe a log on stdin")
-    result = pipeline.run(log, args.rules)
+    if log is None and args.no_probe:
+        raise TroubleshootError("nothing to diagnose: give a log (--log PATH, --log -, or pipe one), "
+                                "or let troubleshoot probe this machine (drop --no-probe)")
+    plugins = _plugins(args)
+    ruleset = pipeline.load_rules(args.rules, plugins)
+    if log not in (None, "-"):  # a bad path fails before seconds of probing
+        pipeline.open_log(log)[0].close()
+    facts, facts_source = _facts(args, plugins)
+    result = pipeline.run(log, facts=facts, ruleset=ruleset)
     _warn_problems(result.ruleset)
+    source = result.source if facts_source is None or log is not None else facts_source
     if args.format == "json":
         from troubleshoot.report import jsonfmt
 
-        meta = {"source": result.source, "lines": result.scan.total_lines if result.scan else 0}
+        meta = {"source": result.source, "lines": result.scan.total_lines if result.scan else 0,
+                "facts": facts_source}
         sys.stdout.write(jsonfmt.render(result.diagnoses, meta))
     elif args.format == "markdown":
         from troubleshoot.report import markdown
 
-        sys.stdout.write(markdown.render(result.diagnoses, result.source))
+        sys.stdout.write(markdown.render(result.diagnoses, source))
     else:
         from troubleshoot.report import text
 
         sys.stdout.write(text.render(result.diagnoses, colour=_use_colour(args.color),
-                                     limit=None if args.all else 5, source=result.source))
+                                     limit=None if args.all else 5, source=source))
+    return 0
+
+
+def cmd_probe(args) -> int:
+    from troubleshoot import pipeline, snapshot
+
+    snap = pipeline.probe(args.python, _plugins(args))
+    if args.redact:
+        snap = snapshot.redact(snap)
+    if args.save:
+        snapshot.save(snap, args.save)
+        print(f"{PROG}: saved snapshot to {args.save}", file=sys.stderr)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(snap, indent=2, default=str) + "\n")
+    else:
+        from troubleshoot.report import probe_text
+
+        sys.stdout.write(probe_text.render(snap))
     return 0
 
 
 def cmd_rules(args) -> int:
-    from troubleshoot.engine.ruleset import load_ruleset
-
     sub = args.rules_command
     if sub is None:
         raise TroubleshootError("rules needs a subcommand: lint, test, list, show, why, patterns")
     if sub == "why":
         return cmd_why(args)
-    ruleset = load_ruleset(args.rules)
+    from troubleshoot import pipeline
+
+    plugins = _plugins(args)
+    ruleset = pipeline.load_rules(args.rules, plugins)
     if sub == "lint":
         from troubleshoot.engine.lint import lint
 
-        problems = lint(ruleset)
+        areas = frozenset(p.name for p in plugins.collect("troubleshoot_probes"))
+        problems = lint(ruleset, extra_areas=areas)
         for p in problems:
             print(p)
         errors = [p for p in problems if p.level == "error"]
@@ -228,7 +294,15 @@ def cmd_why(args) -> int:
     log = args.log
     if log is None and not sys.stdin.isatty():
         log = "-"
-    trace, _ = pipeline.why(args.id, log, args.rules)
+    facts = None
+    if args.snapshot:
+        from troubleshoot import snapshot
+
+        loaded = snapshot.load(args.snapshot)
+        for w in loaded.warnings:
+            print(f"{PROG}: warning: {w}", file=sys.stderr)
+        facts = loaded.facts
+    trace, _ = pipeline.why(args.id, log, args.rules, facts)
     r = trace.rule
     print(f"rule {r.id} ({r.origin}): {'FIRED' if trace.fired else 'did not fire'}: {trace.reason}")
     if r.log:

@@ -46,6 +46,33 @@ def scan_log(ruleset: RuleSet, stream: BinaryIO, backend: str | None = None) -> 
         raise TroubleshootError(f"cannot read log: {exc.strerror or exc}") from None
 
 
+def probe(python: str | None = None, plugins=None, on_result=None, ctx=None) -> dict:
+    """Run every registered probe (built-in and plugins) on this machine; never raises."""
+    from troubleshoot.plugins import load_plugins
+    from troubleshoot.probes.base import ProbeContext, run_probes
+
+    plugins = plugins or load_plugins()
+    ctx = ctx or ProbeContext()
+    if python:
+        ctx.python = python
+    probes = plugins.collect("troubleshoot_probes")
+    seen: set[str] = set()
+    unique = []
+    for p in probes:
+        if p.name in seen:
+            plugins.problems.append(f"two probes are named {p.name!r}; the second is ignored")
+            continue
+        seen.add(p.name)
+        unique.append(p)
+    return run_probes(unique, ctx, on_result)
+
+
+def load_rules(rule_dirs: Sequence[str] = (), plugins=None) -> RuleSet:
+    """Shipped rules, plugin rule folders, config, $TROUBLESHOOT_RULES, then `rule_dirs`."""
+    plugin_dirs = [Path(d) for d in plugins.collect("troubleshoot_rule_dirs")] if plugins else []
+    return load_ruleset(rule_dirs, plugin_dirs=plugin_dirs)
+
+
 def run(log: str | None, rule_dirs: Sequence[str] = (), facts: Mapping | None = None,
         ruleset: RuleSet | None = None, log_text: str | None = None) -> Result:
     ruleset = ruleset or load_ruleset(rule_dirs)

@@ -40,9 +40,13 @@ def _one(i: int, d: Diagnosis, st: Style, full: bool) -> str:
     lines = []
     sev = st(d.severity, d.severity.upper())
     lines.append(f"{i}. [{sev}] {st('bold', d.title)}")
-    where = f"lines {d.first_line}-{d.last_line}" if d.count > 1 else (f"line {d.first_line}" if d.first_line else "machine facts")
-    lines.append(st("dim", f"   symptom {d.symptom} · rule {d.rule.id} · confidence {d.confidence:.2f} · "
-                           f"{d.count or 1} match{'es' if d.count > 1 else ''} · {where}"))
+    if d.count > 1:
+        where = f"{d.count} matches · lines {d.first_line}-{d.last_line}"
+    elif d.count == 1:
+        where = f"1 match · line {d.first_line}"
+    else:
+        where = "from machine facts"
+    lines.append(st("dim", f"   symptom {d.symptom} · rule {d.rule.id} · confidence {d.confidence:.2f} · {where}"))
     for note in d.notes:
         lines.append(st("dim", f"   note: {note}"))
     lines.append("   evidence:")
