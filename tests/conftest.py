@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import subprocess
+import sys as _sys
 import sys
 import textwrap
 from pathlib import Path
@@ -8,6 +9,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+_sys.path.insert(0, str(REPO / "tests"))  # the `fakes` helpers
 SHARED = REPO.parent / "shared"
 
 

@@ -12,7 +12,7 @@ XID = re.compile(
     r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?|[0-9A-Fa-f:.]+)"
     r"(?: GPU-I:\w+)?\): (?P<code>\d+)(?:, pid=(?P<pid>\d+|'?<unknown>'?))?(?:, name=(?P<name>[^,]*))?"
     r"(?:, (?P<message>.*))?")
-FALLEN = re.compile(r"NVRM: (?:GPU at PCI:)?(?P<pci>[0-9A-Fa-f:.]+).*has fallen off the bus")
+GPU_MENTION = re.compile(r"NVRM: (?:The NVIDIA )?GPU (?:at )?(?:PCI:)?(?P<pci>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?)")
 MAX_XID_EVENTS = 200
 KERNEL_LOG_BYTES = 8 << 20
 
@@ -93,8 +93,12 @@ def _same_device(a: str, b: str) -> bool:
 
 
 def parse_xids(text: str) -> list[dict]:
-    """Xid events from kernel log text: code, PCI address, process and message, in order."""
-    events = []
+    """Xid events from kernel log text: code, PCI address, process and message, in order.
+
+    "fallen off the bus" without an Xid line (newer drivers print it over several lines,
+    naming the GPU on the first) counts as Xid 79 on the GPU last named."""
+    events: list[dict] = []
+    last_pci = None
     for line in text.splitlines():
         m = XID.search(line)
         if m:
@@ -107,12 +111,16 @@ def parse_xids(text: str) -> list[dict]:
                 "message": (m.group("message") or "").strip(),
                 "line": line.strip()[:300],
             })
+            last_pci = m.group("pci")
             continue
-        f = FALLEN.search(line)
-        if f:
-            last = events[-1] if events else None
-            if last and last["code"] == 79 and _same_device(last["pci"], f.group("pci")):
+        g = GPU_MENTION.search(line)
+        if g:
+            last_pci = g.group("pci")
+        if "fallen off the bus" in line and ("NVRM" in line or last_pci):
+            pci = g.group("pci") if g else last_pci
+            prev = events[-1] if events else None
+            if prev and prev["code"] == 79 and pci and _same_device(prev["pci"], pci):
                 continue  # the driver's second line about the same Xid 79
-            events.append({"code": 79, "pci": f.group("pci"), "pid": None, "process": None,
+            events.append({"code": 79, "pci": pci, "pid": None, "process": None,
                            "message": "GPU has fallen off the bus", "line": line.strip()[:300]})
     return events[-MAX_XID_EVENTS:]
