@@ -40,4 +40,5 @@ def rules_dir(tmp_path):
 def _isolated_config(tmp_path, monkeypatch):
     """No test reads the developer's own config or TROUBLESHOOT_RULES."""
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
     monkeypatch.delenv("TROUBLESHOOT_RULES", raising=False)

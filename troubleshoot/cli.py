@@ -53,6 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="replace hostnames, IP/MAC addresses, user names and home paths with placeholders")
     pr.add_argument("--python", metavar="PATH", help="interpreter whose frameworks to probe")
 
+    from troubleshoot import cli_fix
+
+    cli_fix.add_parsers(sub, _add_rules_arg)
+
     r = sub.add_parser("rules", help="list, show, lint, test and trace rules")
     rsub = r.add_subparsers(dest="rules_command", metavar="SUBCOMMAND", parser_class=_Parser)
     for name, helptext in (("lint", "check rule files; file:line: message for each problem"),
@@ -84,6 +88,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_diagnose(args)
         if args.command == "probe":
             return cmd_probe(args)
+        if args.command in ("fixers", "fix", "undo", "history"):
+            from troubleshoot import cli_fix
+
+            if args.command == "undo":
+                return cli_fix.cmd_undo(args)
+            if args.command == "history":
+                return cli_fix.cmd_history(args)
+            plugins = _plugins(args)
+            return cli_fix.cmd_fix(args, plugins) if args.command == "fix" else cli_fix.cmd_fixers(args, plugins)
         if args.command == "rules":
             return cmd_rules(args)
         build_parser().print_help()
@@ -214,7 +227,9 @@ def cmd_rules(args) -> int:
 
         documented = set(snapshot.schema()["properties"])
         areas = frozenset(p.name for p in plugins.collect("troubleshoot_probes") if p.name not in documented)
-        problems = lint(ruleset, extra_areas=areas)
+        from troubleshoot.fixes.registry import load_fixers
+
+        problems = lint(ruleset, extra_areas=areas, fixers=load_fixers(plugins))
         for p in problems:
             print(p)
         errors = [p for p in problems if p.level == "error"]

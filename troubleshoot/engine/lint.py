@@ -19,11 +19,14 @@ ORDINARY_LINES = (
 )
 
 
-def lint(ruleset: RuleSet, extra_areas: frozenset[str] = frozenset()) -> list[Problem]:
-    """Every problem of the rule set. `extra_areas`: snapshot areas that plugin probes add."""
+def lint(ruleset: RuleSet, extra_areas: frozenset[str] = frozenset(), fixers: dict | None = None) -> list[Problem]:
+    """Every problem of the rule set. `extra_areas`: snapshot areas that plugin probes add;
+    `fixers`: the registered fixers by id (objects with `validate(params)`), to check `fixes:`."""
     problems = list(ruleset.problems)
     for rule in ruleset.rules:
         problems += _fact_problems(rule, extra_areas)
+        if fixers is not None:
+            problems += _fix_problems(rule, fixers)
         for p in rule.log:
             hits = sum(1 for line in ORDINARY_LINES if p.regex.search(line))
             if p.regex.search(""):
@@ -62,4 +65,25 @@ def _fact_problems(rule, extra_areas: frozenset[str]) -> list[Problem]:
                 continue
             out.append(Problem(rule.origin.path, line, f"rule {rule.id!r}: condition reads {path}, a fact no probe "
                                                        f"documents (see docs/snapshot.md)"))
+    return out
+
+
+_PLACEHOLDER = re.compile(r"^\{[A-Za-z_][A-Za-z0-9_.]*\}$")
+
+
+def _fix_problems(rule, fixers: dict) -> list[Problem]:
+    out = []
+    for f in rule.fixes:
+        fixer = fixers.get(f.fixer)
+        if fixer is None:
+            out.append(Problem(rule.origin.path, f.line, f"rule {rule.id!r}: fix names fixer {f.fixer!r}, which no "
+                                                         f"installed plugin provides (see `troubleshoot fixers list`)"))
+            continue
+        # A `{capture}` placeholder is filled from the log at diagnosis time: check the rest.
+        concrete = {k: v for k, v in f.params.items() if not (isinstance(v, str) and _PLACEHOLDER.match(v))}
+        placeholders = {k for k in f.params if k not in concrete}
+        try:
+            fixer.validate({**concrete, **{k: None for k in placeholders}})
+        except Exception as exc:  # FixerError: the message names fixer and parameter
+            out.append(Problem(rule.origin.path, f.line, f"rule {rule.id!r}: {exc}"))
     return out

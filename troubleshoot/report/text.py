@@ -71,6 +71,8 @@ def _one(i: int, d: Diagnosis, st: Style, full: bool) -> str:
                 text = f.params.get("text")
                 if isinstance(text, str):
                     lines += ["       " + ln for ln in textwrap.dedent(text).strip().splitlines()]
+            lines.append(f"   preview: troubleshoot fix --rule {d.rule.id}"
+                         + (" --log LOG" if d.count else "") + "   (add --apply to make the changes)")
         if d.rule.references:
             lines.append("")
             lines.append("   references:")

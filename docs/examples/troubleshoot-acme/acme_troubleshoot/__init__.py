@@ -1,0 +1,1 @@
+"""ACME's troubleshoot plugin."""

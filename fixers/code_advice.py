@@ -1,0 +1,192 @@
+"""Fixers for what only the user can change in code or launch commands, plus environment."""
+
+from __future__ import annotations
+
+import textwrap
+
+from troubleshoot.fixes.api import Fixer, FixerError, Param
+from troubleshoot.fixes.plan import Advice, Plan, SetEnv
+
+ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+SIZE = r"\d+(?:\.\d+)?\s*[KMGT]?i?B?|\d+[kmgt]?"
+
+
+def _facts(snapshot, *path, default=None):
+    cur = snapshot or {}
+    for p in path:
+        if isinstance(cur, dict) and p in cur:
+            cur = cur[p]
+        elif isinstance(cur, list) and isinstance(p, int) and p < len(cur):
+            cur = cur[p]
+        else:
+            return default
+    return cur if cur is not None else default
+
+
+class AdviceFixer(Fixer):
+    id = "advice"
+    title = "Advice: a change only you can make"
+    params = (Param("text", required=True, help="Markdown text of the advice"),)
+
+    def plan(self, params, snapshot):
+        return Plan(self.id, self.title, params, (Advice(params["text"]),))
+
+
+class SetEnvFixer(Fixer):
+    id = "set-env"
+    title = "Set an environment variable for the job"
+    params = (
+        Param("name", required=True, pattern=ENV_NAME, help="variable name"),
+        Param("value", required=True, help="value (quoted safely when written)"),
+        Param("profile", help="shell profile to make it permanent in, e.g. ~/.bashrc"),
+    )
+
+    def plan(self, params, snapshot):
+        if params["profile"] and ("\n" in params["value"] or "\r" in params["value"]):
+            raise FixerError(f"fixer {self.id!r}: a value with a line break cannot be written as one profile line")
+        return Plan(self.id, f"Set {params['name']}", params,
+                    (SetEnv(params["name"], params["value"], why="for the job's environment", profile=params["profile"]),),
+                    notes=("Takes effect for processes started after it is set (a new shell, the next job).",))
+
+
+class GpuMemoryAdvice(Fixer):
+    id = "gpu-memory-advice"
+    title = "Fit the step into GPU memory"
+    params = (
+        Param("requested", help="allocation that failed, as in the log (2.00 GiB)"),
+        Param("free", help="free GPU memory at the failure"),
+        Param("total", help="GPU capacity"),
+    )
+
+    def plan(self, params, snapshot):
+        facts = ", ".join(f"{k} {params[k]}" for k in ("requested", "free", "total") if params.get(k))
+        head = f"The failing step asked for more than the GPU had ({facts})." if facts else \
+            "The step needs more GPU memory than the GPU has."
+        text = textwrap.dedent(f"""\
+            {head} In order of effort:
+
+            1. **Halve the batch size, keep the effective batch** with gradient accumulation:
+               ```python
+               accum = 2                      # was batch_size=B; now B // 2
+               for i, (x, y) in enumerate(loader):
+                   with torch.autocast("cuda", dtype=torch.bfloat16):   # 2. mixed precision
+                       loss = model(x.cuda()).loss / accum
+                   loss.backward()
+                   if (i + 1) % accum == 0:
+                       optimizer.step(); optimizer.zero_grad(set_to_none=True)
+               ```
+            2. **Mixed precision**: `torch.autocast(..., dtype=torch.bfloat16)` on Ampere or newer
+               (`torch.float16` plus `torch.cuda.amp.GradScaler()` on older GPUs) roughly halves activations.
+            3. **Activation checkpointing**: `torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)`
+               per transformer block, or `model.gradient_checkpointing_enable()` in Hugging Face.
+            4. **Free what you keep**: log `loss.item()`, run evaluation under `torch.no_grad()`,
+               `del` large intermediates; check `torch.cuda.memory_summary()`.
+            5. Larger models: ZeRO/FSDP sharding or CPU offload (DeepSpeed, `accelerate`).""")
+        return Plan(self.id, self.title, params, (Advice(text),))
+
+
+class DockerGpuFlags(Fixer):
+    id = "docker-gpu-flags"
+    title = "Start the container with the GPUs and enough shared memory"
+    params = (Param("shm_size", default="16g", pattern=SIZE, help="shared memory for the container, e.g. 16g"),)
+
+    def plan(self, params, snapshot):
+        shm = params["shm_size"]
+        text = textwrap.dedent(f"""\
+            `docker run`:
+            ```sh
+            docker run --gpus all --shm-size={shm} --ipc=host --ulimit memlock=-1 --ulimit stack=67108864 IMAGE ...
+            ```
+            Compose (`docker compose`):
+            ```yaml
+            services:
+              train:
+                image: IMAGE
+                shm_size: "{shm}"
+                ipc: host
+                deploy:
+                  resources:
+                    reservations:
+                      devices:
+                        - driver: nvidia
+                          count: all
+                          capabilities: [gpu]
+            ```
+            Kubernetes: request `nvidia.com/gpu` and mount an `emptyDir: {{medium: Memory}}` at /dev/shm.""")
+        return Plan(self.id, self.title, params, (Advice(text),))
+
+
+class DataLoaderAdvice(Fixer):
+    id = "dataloader-advice"
+    title = "Feed the GPU faster from the DataLoader"
+    needs_snapshot = True
+
+    def plan(self, params, snapshot):
+        cpus = _facts(snapshot, "io", "cpu_count")
+        gpus = len(_facts(snapshot, "nvml", "gpus", default=[])) or 1
+        workers = max(2, min(16, (cpus or 8) // gpus - 1))
+        where = f" ({cpus} CPUs, {gpus} GPU{'s' if gpus > 1 else ''} here)" if cpus else ""
+        text = textwrap.dedent(f"""\
+            ```python
+            loader = DataLoader(
+                dataset, batch_size=B, shuffle=True,
+                num_workers={workers},            # about CPUs per GPU minus one{where}
+                pin_memory=True,           # faster host-to-GPU copies (use .cuda(non_blocking=True))
+                persistent_workers=True,   # no worker restart every epoch
+                prefetch_factor=4,         # batches each worker keeps ready
+            )
+            ```
+            If the disk is the bottleneck (iowait high, workers idle in D state): stage the data on a
+            local SSD or in RAM (`ramdisk` fixer), or pack many small files into shards
+            (WebDataset, LMDB, TFRecord) so reads are sequential.""")
+        return Plan(self.id, self.title, params, (Advice(text),))
+
+
+class SharingStrategy(Fixer):
+    id = "sharing-strategy"
+    title = "Share DataLoader tensors through files instead of file descriptors"
+    params = (Param("strategy", default="file_system", choices=("file_system", "file_descriptor")),)
+
+    def plan(self, params, snapshot):
+        text = textwrap.dedent(f"""\
+            At the top of the training script, before creating DataLoaders:
+            ```python
+            import torch.multiprocessing
+            torch.multiprocessing.set_sharing_strategy("{params['strategy']}")
+            ```
+            `file_system` keeps one file in /dev/shm per shared tensor instead of one open file
+            descriptor, so the open-files limit is no longer hit; clean /dev/shm/torch_* if a job crashed.""")
+        return Plan(self.id, self.title, params, (Advice(text),))
+
+
+class CudaLaunchBlocking(Fixer):
+    id = "cuda-launch-blocking"
+    title = "Re-run with synchronous CUDA launches to find the failing kernel"
+
+    def plan(self, params, snapshot):
+        return Plan(self.id, self.title, params, (
+            SetEnv("CUDA_LAUNCH_BLOCKING", "1", why="every kernel launch waits, so the traceback points at the real op"),
+            Advice("Re-run the job once with this set (it is slow: debugging only). The Python frame in the new "
+                   "traceback is the operation that failed. PyTorch built from source with `TORCH_USE_CUDA_DSA=1` "
+                   "also reports which device-side assertion fired."),
+        ), notes=("Unset it again for normal runs: `unset CUDA_LAUNCH_BLOCKING`.",))
+
+
+class NcclDebug(Fixer):
+    id = "nccl-debug"
+    title = "Re-run with NCCL and torch.distributed debug output"
+
+    def plan(self, params, snapshot):
+        return Plan(self.id, self.title, params, (
+            SetEnv("NCCL_DEBUG", "INFO", why="NCCL prints transports, interfaces and the failing call"),
+            SetEnv("NCCL_DEBUG_SUBSYS", "INIT,NET,ENV", why="focus on init, network and environment"),
+            SetEnv("TORCH_DISTRIBUTED_DEBUG", "DETAIL", why="torch checks collectives match across ranks"),
+            SetEnv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1", why="a failed collective aborts instead of hanging"),
+            Advice("Re-run and read the first `NCCL WARN` line of every rank. To fail faster while debugging, lower "
+                   "the collective timeout: `dist.init_process_group('nccl', timeout=datetime.timedelta(minutes=5))`. "
+                   "`python -m torch.utils.collect_env` and `nvidia-smi topo -m` belong in a bug report."),
+        ))
+
+
+FIXERS = [AdviceFixer(), SetEnvFixer(), GpuMemoryAdvice(), DockerGpuFlags(), DataLoaderAdvice(), SharingStrategy(),
+          CudaLaunchBlocking(), NcclDebug()]

@@ -1,0 +1,106 @@
+"""Fixers that line up the framework build and the NVIDIA driver."""
+
+from __future__ import annotations
+
+from troubleshoot.engine.values import parse_version
+from troubleshoot.fixes.api import Fixer, FixerError, Param
+from troubleshoot.fixes.plan import Advice, Plan, RunCommand, Verify
+
+# CUDA minor-version compatibility: the oldest Linux driver that runs any X.y runtime
+# (docs.nvidia.com/deploy/cuda-compatibility; ../shared/reference/field-notes.md §4).
+DRIVER_FLOOR = [("13.0", "580"), ("12.0", "525.60.13"), ("11.0", "450.80.02"), ("10.2", "440.33"),
+                ("10.1", "418.39"), ("10.0", "410.48"), ("9.2", "396.26"), ("9.0", "384.81")]
+# PyTorch wheel indexes, newest first: https://download.pytorch.org/whl/cuXYZ
+TORCH_INDEXES = [("13.0", "cu130"), ("12.8", "cu128"), ("12.6", "cu126"), ("12.4", "cu124"), ("12.1", "cu121"),
+                 ("11.8", "cu118")]
+
+
+def driver_floor(cuda: str) -> str | None:
+    v = parse_version(cuda)
+    for floor_cuda, driver in DRIVER_FLOOR:
+        if v is not None and v >= parse_version(floor_cuda):
+            return driver
+    return None
+
+
+def _get(snapshot, *path):
+    cur = snapshot or {}
+    for p in path:
+        cur = cur.get(p) if isinstance(cur, dict) else None
+    return cur
+
+
+class MatchFrameworkToDriver(Fixer):
+    id = "match-framework-to-driver"
+    title = "Install a framework build that this driver supports"
+    params = (Param("framework", default="torch", choices=("torch", "tensorflow", "jax")),)
+    needs_snapshot = True
+
+    def plan(self, params, snapshot):
+        fw = params["framework"]
+        driver_cuda = _get(snapshot, "nvml", "cuda_driver_version")
+        python = _get(snapshot, "frameworks", "python") or "python3"
+        if not driver_cuda:
+            return Plan(self.id, self.title, params, (Advice(
+                "No driver facts: run `nvidia-smi` and read `CUDA Version` (the newest CUDA the driver supports), "
+                "then pick the matching build: PyTorch `pip install torch --index-url "
+                "https://download.pytorch.org/whl/cuXYZ` with XYZ at most that version (cu118, cu121, cu124, "
+                "cu126, cu128, cu130); JAX `pip install -U \"jax[cuda12]\"` needs CUDA 12 (driver ≥ 525); "
+                "TensorFlow ≥ 2.15 `pip install \"tensorflow[and-cuda]\"` needs CUDA 12."),))
+        dv = parse_version(driver_cuda)
+        if fw == "torch":
+            index = next((tag for cuda, tag in TORCH_INDEXES if dv >= parse_version(cuda)), None)
+            if index is None:
+                raise FixerError(f"the driver supports only CUDA {driver_cuda}: no current PyTorch build runs on it; "
+                                 f"upgrade the driver (fixer upgrade-driver)")
+            argv = (python, "-m", "pip", "install", "--upgrade", "torch", "--index-url",
+                    f"https://download.pytorch.org/whl/{index}")
+            why = f"the newest PyTorch build for CUDA ≤ {driver_cuda} (what driver {_get(snapshot, 'nvml', 'driver_version')} supports)"
+            verify = Verify("torch sees the GPU", condition="frameworks.torch.cuda_available == true",
+                            probes=("frameworks",))
+            notes = ("torchvision/torchaudio must come from the same index: add them to the same command.",)
+        elif fw == "jax":
+            if dv < parse_version("12.0"):
+                raise FixerError(f"current JAX needs CUDA 12 (driver ≥ 525); this driver supports CUDA {driver_cuda}")
+            argv = (python, "-m", "pip", "install", "--upgrade", "jax[cuda12]")
+            why, notes = f"JAX with CUDA 12 wheels (driver supports {driver_cuda})", ()
+            verify = Verify("JAX uses the GPU", condition="frameworks.jax.cuda_available == true", probes=("frameworks",))
+        else:
+            if dv < parse_version("12.0"):
+                raise FixerError(f"TensorFlow ≥ 2.15 needs CUDA 12; this driver supports CUDA {driver_cuda}: "
+                                 f"pin tensorflow==2.14 with CUDA 11.8 libraries or upgrade the driver")
+            argv = (python, "-m", "pip", "install", "--upgrade", "tensorflow[and-cuda]")
+            why, notes = f"TensorFlow with its CUDA 12 libraries from pip (driver supports {driver_cuda})", ()
+            verify = Verify("TensorFlow sees the GPU", condition="frameworks.tensorflow.cuda_available == true",
+                            probes=("frameworks",))
+        return Plan(self.id, f"Install {fw} built for a CUDA this driver supports", params,
+                    (RunCommand(argv, why=why),), verify=verify, notes=notes)
+
+
+class UpgradeDriver(Fixer):
+    id = "upgrade-driver"
+    title = "Install an NVIDIA driver new enough for the installed framework"
+    params = (Param("min_version", pattern=r"\d+(?:\.\d+){0,2}", help="minimum driver version, e.g. 525.60.13"),)
+    needs_snapshot = True
+
+    def plan(self, params, snapshot):
+        need = params["min_version"]
+        cuda = _get(snapshot, "frameworks", "torch", "cuda") or _get(snapshot, "frameworks", "tensorflow", "cuda")
+        if not need and cuda:
+            need = driver_floor(cuda)
+        have = _get(snapshot, "nvml", "driver_version") or "unknown"
+        major = (need or "").split(".")[0] or "NNN"
+        text = (f"Installed driver: {have}. "
+                + (f"Needed: ≥ {need}" + (f" (for CUDA {cuda})" if cuda else "") + ". " if need else "")
+                + "Install from your distribution (keeps kernel updates working):\n\n"
+                f"- Ubuntu: `sudo ubuntu-drivers list` then `sudo ubuntu-drivers install nvidia:{major}` "
+                f"(servers: `sudo apt install nvidia-driver-{major}-server`), then reboot.\n"
+                f"- RHEL/Rocky/Fedora with NVIDIA's repository: `sudo dnf module install nvidia-driver:{major}`, then reboot.\n"
+                "- In a container: upgrade the host's driver; the container uses the host's.\n\n"
+                "If the driver cannot change (shared cluster), install a framework build for the CUDA it supports "
+                "instead (fixer match-framework-to-driver).")
+        return Plan(self.id, self.title, params, (Advice(text),),
+                    notes=("A driver change needs a reboot (or unloading every nvidia module).",))
+
+
+FIXERS = [MatchFrameworkToDriver(), UpgradeDriver()]
