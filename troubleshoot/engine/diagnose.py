@@ -59,6 +59,7 @@ class RuleTrace:
     rule: Rule
     log_lines: tuple  # LineHit of match.log (bounded)
     log_count: int
+    capped: bool
     with_log: tuple[tuple[str, int | None], ...]  # (pattern, first line or None)
     without_log: tuple[tuple[str, int | None], ...]
     conditions: tuple[ConditionResult, ...]
@@ -107,6 +108,7 @@ def trace_rule(rule: Rule, scan: ScanResult | None, facts: Mapping | None) -> Ru
         rule=rule,
         log_lines=tuple(log_hits.lines) if log_hits else (),
         log_count=log_hits.count if log_hits else 0,
+        capped=bool(log_hits and log_hits.capped),
         with_log=tuple(withs),
         without_log=tuple(withouts),
         conditions=tuple(conds),
@@ -165,7 +167,11 @@ def _diagnosis(t: RuleTrace, facts: Mapping | None) -> Diagnosis:
     notes = []
     if t.log_count > len(t.log_lines):
         first, last = t.log_lines[0].line, t.log_lines[-1].line
-        notes.append(f"matched {t.log_count} lines, first {first}, last {last}")
+        if t.capped:
+            notes.append(f"matched at least {t.log_count} lines (counting stopped there), first {first}, "
+                         f"last counted {last}")
+        else:
+            notes.append(f"matched {t.log_count} lines, first {first}, last {last}")
     return Diagnosis(
         rule=rule,
         confidence=round(confidence, 3),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from troubleshoot.engine import conditions
+from troubleshoot.engine.literals import nested_quantifier
 from troubleshoot.engine.ruleset import RuleSet
 from troubleshoot.errors import Problem
 
@@ -27,6 +28,11 @@ def lint(ruleset: RuleSet, extra_areas: frozenset[str] = frozenset(), fixers: di
         problems += _fact_problems(rule, extra_areas)
         if fixers is not None:
             problems += _fix_problems(rule, fixers)
+        for p in rule.log + rule.with_log + rule.without_log:
+            if nested_quantifier(p.regex):
+                problems.append(Problem(rule.origin.path, p.line, f"rule {rule.id!r}: nested repetition (like (a+)+ or "
+                                        f"(.*x){{n}}) can take exponential time in Python's re; troubleshoot runs it with "
+                                        f"RE2 when installed, but rewrite it without nesting", level="warning"))
         for p in rule.log:
             hits = sum(1 for line in ORDINARY_LINES if p.regex.search(line))
             if p.regex.search(""):

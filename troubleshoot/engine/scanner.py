@@ -27,6 +27,9 @@ except ImportError:  # pragma: no cover - exercised by the fallback tests via fo
     _re2 = None
 
 CHUNK_SIZE = 8 << 20
+# A pattern that matched this many lines stops being checked: it still counts as matched, the
+# diagnosis says "at least N lines", and a careless `.*` cannot turn the scan into a crawl.
+HIT_CAP = 10_000
 # A line longer than this is matched in windows of this size (a match across a window edge is
 # lost; such lines are binary dumps, not error messages), so memory stays bounded.
 LONG_LINE = 16 << 20
@@ -105,6 +108,7 @@ class GroupHits:
     captures: dict[str, str] = field(default_factory=dict)
     series: dict[str, Series] = field(default_factory=dict)
     patterns_hit: set[int] = field(default_factory=set)
+    capped: bool = False  # stopped counting at HIT_CAP: `count` is a lower bound
 
     def add(self, hit: LineHit, captures: dict[str, str]) -> None:
         self.count += 1
@@ -172,6 +176,7 @@ class _Candidates:
 
     def __init__(self, patterns: Sequence[ScanPattern]):
         self.patterns = patterns
+        self.verifiers: list = [p.regex for p in patterns]
         self.active = list(range(len(patterns)))
         self.dirty = False
         self._build()
@@ -315,10 +320,22 @@ def make_candidates(patterns: Sequence[ScanPattern], backend: str | None = None)
         return _LiteralCandidates(patterns)
 
 
+def _verifier(p: ScanPattern, backend: str | None):
+    """The engine that decides a candidate line: RE2 (linear time, whatever the pattern) when
+    installed, else the pattern's own `re`."""
+    if backend != "re" and _re2 is not None:
+        try:
+            return _re2.compile(_re2_source(p.regex))
+        except Exception:
+            pass
+    return p.regex
+
+
 def scan_stream(stream: BinaryIO, patterns: Sequence[ScanPattern], backend: str | None = None,
                 chunk_size: int = CHUNK_SIZE) -> ScanResult:
     """Scan a binary stream once; return per (group, role) bounded hit records."""
     finder = make_candidates(patterns, backend)
+    finder.verifiers = [_verifier(p, backend) for p in patterns]
     hits: dict[tuple[str, str], GroupHits] = {}
     line_base = 1
     total = 0
@@ -367,7 +384,7 @@ def _check_line(raw: bytes, line: int, idxs: Sequence[int] | None, patterns: Seq
     for i in (list(finder.active) if idxs is None else idxs):
         p = patterns[i]
         for seg in segments:
-            m = p.regex.search(seg)
+            m = finder.verifiers[i].search(seg)
             if m is None or (p.where is not None and not p.where(m.groupdict())):
                 continue
             key = (p.group, p.role)
@@ -382,6 +399,11 @@ def _check_line(raw: bytes, line: int, idxs: Sequence[int] | None, patterns: Seq
             else:
                 seen_groups.add(key)
                 rec.add(_evidence(line, seg, m), m.groupdict())
+                if rec.count >= HIT_CAP:
+                    rec.capped = True
+                    for j, q in enumerate(patterns):
+                        if (q.group, q.role) == key:
+                            finder.retire(j)
             break
 
 

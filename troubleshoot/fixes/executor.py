@@ -169,8 +169,12 @@ def apply(prep: Prepared, run: Callable = subprocess.run) -> Outcome:
         need = [s.title or (shlex.join(s.argv) if s.argv else str(s.target)) for s in prep.steps if s.needs_root and s.changes]
         raise TroubleshootError(f"this fix needs root for: {'; '.join(need)}. Nothing was changed. Run: {sudo_line(prep.plan)}")
     plan = prep.plan
-    entry = journal.Entry.create(plan.fixer, dict(plan.params), prep.root,
-                                 {"title": plan.title, "ladder": plan.ladder, "rung": plan.rung})
+    try:
+        entry = journal.Entry.create(plan.fixer, dict(plan.params), prep.root,
+                                     {"title": plan.title, "ladder": plan.ladder, "rung": plan.rung})
+    except OSError as exc:
+        raise TroubleshootError(f"cannot write the journal under {journal.state_dir()} "
+                                f"({exc.strerror or exc}); nothing was changed") from None
     out = Outcome(entry, done=[])
     for s in prep.steps:
         record = {"index": s.index, "kind": s.kind, "title": s.title, "status": "pending"}
@@ -218,7 +222,10 @@ def apply(prep: Prepared, run: Callable = subprocess.run) -> Outcome:
                 msg = f"{exc.filename}: {msg}"
             record.update(status="failed", error=msg)
             entry.data["status"] = "failed"
-            entry.save()
+            try:
+                entry.save()
+            except OSError:
+                pass  # the journal on disk still says which step was pending; its backup is saved
             out.failed = f"step {s.index + 1} ({s.title or s.kind}) failed: {msg}"
             return out
         entry.save()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import textwrap
 from typing import Sequence
 
@@ -29,14 +30,15 @@ def render(diagnoses: Sequence[Diagnosis], colour: bool = False, limit: int | No
     out: list[str] = []
     n = len(diagnoses)
     out.append(st("bold", f"{n} diagnos{'i' if n == 1 else 'e'}s, most likely first") + "\n")
+    log_arg = source if source not in ("the log", "stdin", "pasted log", "machine facts", "this machine") else "LOG"
     for i, d in enumerate(shown, 1):
-        out.append(_one(i, d, st, full=(i == 1)))
+        out.append(_one(i, d, st, full=(i == 1), log_arg=log_arg))
     if len(shown) < n:
         out.append(st("dim", f"... {n - len(shown)} more (use --all)") + "\n")
     return "\n".join(out)
 
 
-def _one(i: int, d: Diagnosis, st: Style, full: bool) -> str:
+def _one(i: int, d: Diagnosis, st: Style, full: bool, log_arg: str = "LOG") -> str:
     lines = []
     sev = st(d.severity, d.severity.upper())
     lines.append(f"{i}. [{sev}] {st('bold', d.title)}")
@@ -72,7 +74,7 @@ def _one(i: int, d: Diagnosis, st: Style, full: bool) -> str:
                 if isinstance(text, str):
                     lines += ["       " + ln for ln in textwrap.dedent(text).strip().splitlines()]
             lines.append(f"   preview: troubleshoot fix --rule {d.rule.id}"
-                         + (" --log LOG" if d.count else "") + "   (add --apply to make the changes)")
+                         + (f" --log {shlex.quote(log_arg)}" if d.count else "") + "   (add --apply to make the changes)")
         if d.rule.references:
             lines.append("")
             lines.append("   references:")
