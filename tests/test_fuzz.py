@@ -44,7 +44,7 @@ def summary(result):
     return {k: (v.count, tuple(h.line for h in v.lines)) for k, v in result.hits.items()}
 
 
-@budget(600)
+@budget(300)
 @given(log_bytes, st.sampled_from([7, 64, 4096]))
 def test_scanner_never_fails_and_engines_agree(data, chunk):
     TRIED["scanner"] += 1
@@ -67,7 +67,7 @@ yaml_text = st.one_of(
 )
 
 
-@budget(600)
+@budget(300)
 @given(yaml_text)
 def test_rule_loader_reports_problems_never_raises(tmp_path_factory, text):
     TRIED["rule files"] += 1
