@@ -56,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     from troubleshoot import cli_fix
 
     cli_fix.add_parsers(sub, _add_rules_arg)
+    from troubleshoot import cli_run
+
+    cli_run.add_parser(sub, _add_rules_arg)
 
     r = sub.add_parser("rules", help="list, show, lint, test and trace rules")
     rsub = r.add_subparsers(dest="rules_command", metavar="SUBCOMMAND", parser_class=_Parser)
@@ -88,6 +91,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_diagnose(args)
         if args.command == "probe":
             return cmd_probe(args)
+        if args.command == "run":
+            from troubleshoot import cli_run
+
+            return cli_run.cmd_run(args, _plugins(args))
         if args.command in ("fixers", "fix", "undo", "history"):
             from troubleshoot import cli_fix
 

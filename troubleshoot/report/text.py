@@ -46,6 +46,8 @@ def _one(i: int, d: Diagnosis, st: Style, full: bool, log_arg: str = "LOG") -> s
         where = f"{d.count} matches · lines {d.first_line}-{d.last_line}"
     elif d.count == 1:
         where = f"1 match · line {d.first_line}"
+    elif any((e.path or "").startswith("run.") for e in d.evidence):
+        where = "from watching the job"
     else:
         where = "from machine facts"
     lines.append(st("dim", f"   symptom {d.symptom} · rule {d.rule.id} · confidence {d.confidence:.2f} · {where}"))

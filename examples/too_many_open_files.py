@@ -1,0 +1,31 @@
+"""DataLoader workers hand tensors to the main process through file descriptors; under a tiny
+open-files limit the main process runs out of them.
+
+    python examples/too_many_open_files.py   # symptom: too-many-open-files
+"""
+
+import resource
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+# What a login on a misconfigured node gives you (the default 1024 is not much more).
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+torch.multiprocessing.set_sharing_strategy("file_descriptor")
+
+
+class ManySmallTensors(Dataset):
+    def __len__(self):
+        return 4096
+
+    def __getitem__(self, i):
+        return [torch.full((4,), float(i)) for _ in range(16)]  # 16 shared tensors per sample
+
+
+if __name__ == "__main__":
+    loader = DataLoader(ManySmallTensors(), batch_size=None, num_workers=2, prefetch_factor=8)
+    kept = []
+    for step, sample in enumerate(loader):
+        kept.append(sample)  # holding on to batches keeps their descriptors open
+        if step % 50 == 0:
+            print(f"step {step}", flush=True)

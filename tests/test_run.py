@@ -1,0 +1,137 @@
+"""`troubleshoot run`: real jobs, real signals, real terminals."""
+
+import json
+import os
+import pty
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import REPO
+
+torch = pytest.importorskip("torch")
+
+EXAMPLES = [
+    ("cuda_on_cpu_build.py", "framework-cuda-unavailable", 1),
+    ("too_many_open_files.py", "too-many-open-files", 1),
+    ("host_oom.py", "host-oom", 1),
+    ("nan_loss_anomaly.py", "nan-loss", 1),
+    ("io_stall.py", "io-stall", 0),
+    ("memory_leak.py", "gpu-memory-leak", 0),
+]
+
+
+def wrapped(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "troubleshoot", "run", *args], capture_output=True, cwd=REPO,
+                          timeout=300, **kw)
+
+
+@pytest.mark.parametrize("script, symptom, code", EXAMPLES, ids=[e[0] for e in EXAMPLES])
+def test_examples_are_diagnosed_from_what_really_happened(tmp_path, script, symptom, code):
+    if script == "cuda_on_cpu_build.py" and torch.cuda.is_available():
+        pytest.skip("needs a CPU-only torch")
+    log, report = tmp_path / "job.log", tmp_path / "report.json"
+    p = wrapped("--log-to", str(log), "--format", "json", "--report", str(report), "--no-probe", "--",
+                sys.executable, str(REPO / "examples" / script))
+    assert p.returncode == code, p.stderr.decode()[-2000:]
+    doc = json.loads(report.read_text())
+    assert doc["exit_code"] == code
+    symptoms = [d["symptom"] for d in doc["diagnoses"]]
+    assert symptoms and symptoms[0] == symptom, (symptoms, p.stderr.decode()[-1500:])
+    assert log.stat().st_size > 0
+
+
+JOB = r"""
+import sys, time
+out = sys.stdout.buffer
+for i in range(100000):
+    out.write(b"step %d loss 0.%d\r" % (i, i % 97) if i % 10 else b"epoch line %d \xff\xfe\n" % i)
+out.write(b"\x1b[31mred\x1b[0m done\n")
+out.flush()
+sys.stderr.write("warning: something on stderr\n")
+sys.exit(3)
+"""
+
+
+def test_output_is_byte_identical_and_exit_code_kept(tmp_path):
+    job = tmp_path / "job.py"
+    job.write_text(JOB)
+    direct = subprocess.run([sys.executable, str(job)], capture_output=True)
+    log = tmp_path / "job.log"
+    p = wrapped("--log-to", str(log), "--no-probe", "--no-watch", "--", sys.executable, str(job))
+    assert p.returncode == direct.returncode == 3
+    assert p.stdout == direct.stdout
+    assert p.stderr.startswith(direct.stderr)  # our own messages come after the job's, on stderr only
+    assert b"troubleshoot: job ended (exit 3)" in p.stderr
+    assert sorted(log.read_bytes().splitlines()) == sorted((direct.stdout + direct.stderr).splitlines())
+
+
+def test_killed_job_exit_code_is_128_plus_signal(tmp_path):
+    p = wrapped("--no-probe", "--no-watch", "--log-to", str(tmp_path / "l"), "--", sys.executable, "-c",
+                "import os, signal; print('bye', flush=True); os.kill(os.getpid(), signal.SIGKILL)")
+    assert p.returncode == 128 + 9 and p.stdout == b"bye\n"
+    assert b"killed by signal 9" in p.stderr
+
+
+def test_sigterm_and_sigint_are_forwarded(tmp_path):
+    job = ("import signal, sys, time\n"
+           "signal.signal(signal.SIGTERM, lambda s, f: (print('got SIGTERM', flush=True), sys.exit(7)))\n"
+           "print('ready', flush=True)\n"
+           "time.sleep(60)\n")
+    log = tmp_path / "job.log"
+    proc = subprocess.Popen([sys.executable, "-m", "troubleshoot", "run", "--no-probe", "--no-watch", "--log-to", str(log),
+                             "--", sys.executable, "-c", job], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, cwd=REPO)
+    assert proc.stdout.readline() == b"ready\n"
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 7 and b"got SIGTERM" in out
+    assert b"got SIGTERM" in log.read_bytes()
+    proc = subprocess.Popen([sys.executable, "-m", "troubleshoot", "run", "--no-probe", "--no-watch", "--log-to", str(log),
+                             "--", sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=REPO)
+    assert proc.stdout.readline() == b"ready\n"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert b"KeyboardInterrupt" in log.read_bytes() and b"interrupted" in err
+
+
+def test_ctrl_c_in_a_real_terminal_reaches_the_job_first(tmp_path):
+    """Run under a pseudo-terminal like a user would; type Ctrl-C; the job handles it once."""
+    log = tmp_path / "job.log"
+    job = ("import sys, time\n"
+           "print('tty' if sys.stdout.isatty() else 'pipe', flush=True)\n"
+           "try:\n    time.sleep(60)\n"
+           "except KeyboardInterrupt:\n    print('job saw Ctrl-C', flush=True); sys.exit(42)\n")
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: a shell-like session with our terminal
+        os.chdir(REPO)
+        os.execv(sys.executable, [sys.executable, "-m", "troubleshoot", "run", "--no-probe", "--no-watch",
+                                  "--log-to", str(log), "--", sys.executable, "-c", job])
+    out = b""
+    deadline = time.time() + 60
+    while b"tty" not in out and time.time() < deadline:
+        out += os.read(fd, 1024)
+    os.write(fd, b"\x03")  # Ctrl-C, turned into SIGINT for the foreground process group by the terminal
+    while True:
+        try:
+            chunk = os.read(fd, 1024)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 42, out
+    assert out.count(b"job saw Ctrl-C") == 1  # once: not forwarded a second time
+    assert b"tty\r\n" in out  # the job saw a terminal on stdout
+    assert b"job saw Ctrl-C" in log.read_bytes()
+
+
+def test_missing_command_is_a_one_line_error(tmp_path):
+    p = wrapped("--no-probe", "--log-to", str(tmp_path / "l"), "--", "no-such-command-xyz")
+    assert p.returncode == 2 and p.stderr.decode().strip() == "troubleshoot: error: no-such-command-xyz: command not found"

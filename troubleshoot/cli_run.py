@@ -1,0 +1,152 @@
+"""`troubleshoot run -- CMD...`: run a job unchanged, watch it, diagnose it when it fails.
+
+Our own messages go to stderr only, after the job's; stdout carries the job's bytes alone.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+import threading
+from pathlib import Path
+
+from troubleshoot.errors import TroubleshootError
+
+PROG = "troubleshoot"
+
+
+def add_parser(sub, add_rules_arg) -> None:
+    r = sub.add_parser("run", help="run a training job, watch it, and diagnose it if it fails",
+                       description="Run CMD unchanged (same output, same exit code), keep its log, watch the "
+                                   "machine while it runs, and diagnose the failure when it exits non-zero.")
+    r.add_argument("--log-to", metavar="PATH", help="write the job's output here (default: the state directory)")
+    r.add_argument("--format", choices=("text", "json"), default="text", help="json: write the diagnosis to --report")
+    r.add_argument("--report", metavar="PATH", help="where --format json writes the diagnosis (default: LOG.json)")
+    r.add_argument("--no-probe", action="store_true", help="do not probe the machine when the job fails")
+    r.add_argument("--no-watch", action="store_true", help="do not sample the job while it runs")
+    r.add_argument("--interval", type=float, default=1.0, metavar="S", help="seconds between samples (default 1)")
+    r.add_argument("--quiet", action="store_true", help="no live warnings; only the final diagnosis")
+    add_rules_arg(r)
+    r.add_argument("cmd", nargs="+", metavar="CMD", help="the job, after --")
+
+
+def _say(msg: str) -> None:
+    try:
+        sys.stderr.write(f"{PROG}: {msg}\n")
+        sys.stderr.flush()
+    except (BrokenPipeError, OSError):
+        pass
+
+
+def cmd_run(args, plugins) -> int:
+    from troubleshoot import pipeline
+    from troubleshoot.engine.diagnose import diagnose, scan_patterns
+    from troubleshoot.engine.ruleset import fact_paths
+    from troubleshoot.engine.scanner import scan_stream
+    from troubleshoot.run import wrapper
+    from troubleshoot.run.watch import Watcher
+
+    cmd = args.cmd[1:] if args.cmd and args.cmd[0] == "--" else args.cmd
+    if not cmd:
+        raise TroubleshootError("run needs a command: troubleshoot run -- python train.py ...")
+    if args.interval <= 0:
+        raise TroubleshootError("--interval must be positive")
+    log_path = Path(args.log_to) if args.log_to else wrapper.default_log_path(cmd)
+    try:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(log_path, "wb")
+    except OSError as exc:
+        raise TroubleshootError(f"cannot write the log {log_path}: {exc.strerror or exc}") from None
+
+    ruleset = pipeline.load_rules(args.rules, plugins)
+    live_rules = [r for r in ruleset.rules if r.facts and all(p.startswith("run.") for p in fact_paths(r))]
+    said: set[str] = set()
+    lock = threading.Lock()
+    watcher: Watcher | None = None
+
+    offset = 0
+    patterns = scan_patterns(ruleset.rules)
+
+    def new_output_diagnoses() -> list:
+        """Diagnoses of the log lines written since the last look (complete lines only)."""
+        nonlocal offset
+        try:
+            with open(log_path, "rb") as f:
+                f.seek(offset)
+                chunk = f.read(64 << 20)
+        except OSError:
+            return []
+        cut = chunk.rfind(b"\n") + 1
+        if not cut:
+            return []
+        offset += cut
+        return diagnose(ruleset.rules, scan_stream(io.BytesIO(chunk[:cut]), patterns), None)
+
+    def live(w: Watcher) -> None:
+        if args.quiet or len(w.samples) % 5:
+            return
+        found = diagnose(live_rules, None, {"run": w.facts()}) + new_output_diagnoses()
+        for d in found:
+            with lock:
+                if d.rule.id not in said:
+                    said.add(d.rule.id)
+                    _say(f"[{d.severity}] {d.title} (symptom {d.symptom}; still running, full diagnosis at the end)")
+
+    def on_start(pid: int) -> None:
+        nonlocal watcher
+        if not args.no_watch:
+            watcher = Watcher(pid, args.interval, on_sample=live).start()
+
+    try:
+        result = wrapper.run(cmd, log, log_path, on_output=lambda b: watcher.feed(b) if watcher else None,
+                             on_start=on_start)
+    finally:
+        if watcher:
+            watcher.stop()
+        log.close()
+
+    run_facts = watcher.facts() if watcher else None
+    failed = result.returncode != 0
+    facts: dict = {}
+    if failed and not args.no_probe:
+        facts = pipeline.probe(None, plugins)
+    if run_facts:
+        facts["run"] = run_facts
+    # A job that succeeded still gets what its output or the watcher showed (a recovered OOM,
+    # data loading dominating steps, memory climbing); machine-only findings need a failure.
+    res = pipeline.run(str(log_path), facts=facts or None, ruleset=ruleset)
+    diagnoses = res.diagnoses if failed else [d for d in res.diagnoses if d.count or d.rule in live_rules]
+
+    how = f"killed by signal {result.signal}" if result.signal else f"exit {result.returncode}"
+    if result.interrupted:
+        how += ", interrupted"
+    _say(f"job ended ({how}) after {result.seconds:.1f}s; log: {log_path}")
+    if watcher and not args.quiet:
+        summary = watcher.summary()
+        if summary:
+            sys.stderr.write("\n".join("  " + ln for ln in summary.splitlines()) + "\n")
+
+    if args.format == "json":
+        from troubleshoot.report import jsonfmt
+
+        report = Path(args.report) if args.report else log_path.with_suffix(log_path.suffix + ".json")
+        meta = {"source": str(log_path), "exit_code": result.returncode, "signal": result.signal,
+                "seconds": round(result.seconds, 2), "run": run_facts}
+        try:
+            report.write_text(jsonfmt.render(diagnoses, meta))
+        except OSError as exc:
+            _say(f"cannot write the report {report}: {exc.strerror or exc}")
+        else:
+            _say(f"diagnosis written to {report}")
+    elif diagnoses and (failed or not args.quiet):
+        from troubleshoot.report import text
+
+        if not failed:
+            _say("the job succeeded, but:")
+        sys.stderr.write(text.render(diagnoses, colour=sys.stderr.isatty(), limit=3, source=str(log_path)))
+        if sys.stdin.isatty() and sys.stderr.isatty():
+            _say(f"open it in the TUI: troubleshoot tui --log {log_path}")
+    elif failed:
+        _say("no known problem matched the job's output; `troubleshoot diagnose --log "
+             f"{log_path}` shows the machine's facts too")
+    return result.returncode

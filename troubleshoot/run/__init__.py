@@ -1,0 +1,1 @@
+"""Run a job under troubleshoot: pass its output through, watch it, diagnose it."""

@@ -1,0 +1,310 @@
+"""Watch a running job cheaply: one sample a second of its process tree, the machine and the
+GPUs, turned into `run.*` facts that rules (rules/run.yaml) diagnose, live and at the end.
+
+A sample reads a few /proc files and, when NVML is there, a few NVML counters: well under 1% of
+a core at one sample a second.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable
+
+SPARK = "▁▂▃▄▅▆▇█"
+MAX_SAMPLES = 3600  # an hour at 1/s; older samples are thinned, never unbounded
+THROUGHPUT = re.compile(rb"(\d+(?:\.\d+)?)\s*(it/s|its/s|samples/s|samples/sec|examples/sec|tokens/s|img/s)")
+
+
+@dataclass
+class Sample:
+    t: float
+    rss_mib: float
+    cpu_s: float
+    read_bytes: int
+    iowait_pct: float | None
+    mem_available_mib: float | None
+    gpu_util: float | None = None
+    gpu_mem_mib: float | None = None
+    throttled: tuple[str, ...] = ()
+
+
+def _children(root: int) -> list[int]:
+    kids: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rfind(b")") + 2:].split()[1])
+        kids.setdefault(ppid, []).append(int(name))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(kids.get(pid, []))
+    return out
+
+
+def _proc_numbers(pid: int) -> tuple[float, float, int]:
+    """RSS MiB, CPU seconds, bytes read (0s when the process is gone or hidden)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        fields = stat[stat.rfind(b")") + 2:].split()
+        ticks = os.sysconf("SC_CLK_TCK")
+        cpu = (int(fields[11]) + int(fields[12])) / ticks
+        rss = int(fields[21]) * os.sysconf("SC_PAGE_SIZE") / (1 << 20)
+    except (OSError, IndexError, ValueError):
+        return 0.0, 0.0, 0
+    read = 0
+    try:
+        with open(f"/proc/{pid}/io", "rb") as f:
+            for line in f:
+                if line.startswith(b"rchar:"):
+                    read = int(line.split()[1])
+    except OSError:
+        pass
+    return rss, cpu, read
+
+
+def _cpu_times() -> list[int] | None:
+    try:
+        with open("/proc/stat", "rb") as f:
+            return [int(x) for x in f.readline().split()[1:]]
+    except OSError:
+        return None
+
+
+def _mem_available() -> float | None:
+    try:
+        with open("/proc/meminfo", "rb") as f:
+            for line in f:
+                if line.startswith(b"MemAvailable:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+class Watcher:
+    """Samples a job until stopped; `facts()` summarises what it saw as the `run` area."""
+
+    def __init__(self, pid: int, interval: float = 1.0, nvml=None, on_sample: Callable[["Watcher"], None] | None = None):
+        self.pid = pid
+        self.interval = interval
+        self.samples: deque[Sample] = deque(maxlen=MAX_SAMPLES)
+        self.throughput: deque[tuple[float, float]] = deque(maxlen=MAX_SAMPLES)
+        self.on_sample = on_sample
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="troubleshoot-watch", daemon=True)
+        self._prev_cpu = _cpu_times()
+        self._nvml = nvml
+        self._handles = None
+        self.started = time.monotonic()
+        self.mem_limit_mib = _cgroup_limit() or (_mem_total() or None)
+
+    def start(self) -> "Watcher":
+        self._init_nvml()
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def feed(self, data: bytes) -> None:
+        """Output of the job, to read its throughput lines (it/s, samples/s)."""
+        for m in THROUGHPUT.finditer(data[-4096:]):
+            try:
+                self.throughput.append((time.monotonic() - self.started, float(m.group(1))))
+            except ValueError:
+                pass
+
+    def _init_nvml(self) -> None:
+        if self._nvml is None:
+            try:
+                import pynvml
+
+                pynvml.nvmlInit()
+                self._nvml = pynvml
+            except Exception:
+                self._nvml = False
+                return
+        try:
+            n = self._nvml.nvmlDeviceGetCount()
+            self._handles = [self._nvml.nvmlDeviceGetHandleByIndex(i) for i in range(n)]
+        except Exception:
+            self._handles = None
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.samples.append(self.sample())
+            except Exception:  # a sample that fails is skipped, never the job
+                continue
+            if self.on_sample:
+                try:
+                    self.on_sample(self)
+                except Exception:
+                    pass
+
+    def sample(self) -> Sample:
+        pids = _children(self.pid)
+        rss = cpu = 0.0
+        read = 0
+        for p in pids:
+            r, c, b = _proc_numbers(p)
+            rss, cpu, read = rss + r, cpu + c, read + b
+        now_cpu = _cpu_times()
+        iowait = None
+        if now_cpu and self._prev_cpu and len(now_cpu) > 4:
+            total = sum(now_cpu) - sum(self._prev_cpu)
+            iowait = 100.0 * (now_cpu[4] - self._prev_cpu[4]) / total if total > 0 else 0.0
+        self._prev_cpu = now_cpu
+        s = Sample(time.monotonic() - self.started, rss, cpu, read, iowait, _mem_available())
+        if self._handles:
+            s.gpu_util, s.gpu_mem_mib, s.throttled = self._gpu(set(pids))
+        return s
+
+    def _gpu(self, pids: set[int]):
+        nv = self._nvml
+        utils, mem, reasons = [], 0.0, set()
+        for h in self._handles:
+            try:
+                procs = nv.nvmlDeviceGetComputeRunningProcesses(h)
+            except Exception:
+                procs = []
+            mine = [p for p in procs if p.pid in pids]
+            if not mine:
+                continue
+            mem += sum((p.usedGpuMemory or 0) for p in mine) / (1 << 20)
+            try:
+                utils.append(nv.nvmlDeviceGetUtilizationRates(h).gpu)
+            except Exception:
+                pass
+            try:
+                mask = nv.nvmlDeviceGetCurrentClocksEventReasons(h)
+                for bit, name in ((0x8, "hw_slowdown"), (0x20, "sw_thermal_slowdown"), (0x40, "hw_thermal_slowdown"),
+                                  (0x80, "hw_power_brake_slowdown")):
+                    if mask & bit:
+                        reasons.add(name)
+            except Exception:
+                pass
+        util = sum(utils) / len(utils) if utils else None
+        return util, (mem if utils or mem else None), tuple(sorted(reasons))
+
+    # ------------------------------------------------------------ facts
+
+    def facts(self) -> dict:
+        s = list(self.samples)
+        out: dict = {"available": True, "samples": len(s), "interval_s": self.interval,
+                     "duration_s": round(time.monotonic() - self.started, 1)}
+        if not s:
+            return out
+        rss = [x.rss_mib for x in s]
+        out.update(_trend("rss", rss))
+        gpu_mem = [x.gpu_mem_mib for x in s if x.gpu_mem_mib is not None]
+        out.update(_trend("gpu_mem", gpu_mem))
+        out["memory_growing"] = bool(out.get("gpu_mem_growing") or out.get("rss_growing"))
+        out["memory_growing_kind"] = "GPU" if out.get("gpu_mem_growing") else ("host" if out.get("rss_growing") else None)
+        iow = [x.iowait_pct for x in s if x.iowait_pct is not None]
+        out["iowait_avg"] = round(sum(iow) / len(iow), 1) if iow else None
+        util = [x.gpu_util for x in s if x.gpu_util is not None]
+        out["gpu_util_avg"] = round(sum(util) / len(util), 1) if util else None
+        span = s[-1].t - s[0].t
+        out["cpu_cores_avg"] = round((s[-1].cpu_s - s[0].cpu_s) / span, 2) if span > 0 else None
+        out["read_mb_s"] = round((s[-1].read_bytes - s[0].read_bytes) / 1e6 / span, 2) if span > 0 else None
+        out["io_stall"] = bool(out["gpu_util_avg"] is not None and out["gpu_util_avg"] < 30
+                               and (out["iowait_avg"] or 0) > 20)
+        out["mem_limit_mib"] = self.mem_limit_mib
+        peak = max(rss)
+        out["rss_peak_fraction"] = round(peak / self.mem_limit_mib, 3) if self.mem_limit_mib else None
+        avail = [x.mem_available_mib for x in s if x.mem_available_mib is not None]
+        out["mem_available_min_mib"] = round(min(avail)) if avail else None
+        out["near_memory_limit"] = bool((out["rss_peak_fraction"] or 0) > 0.9)
+        throttled = sorted({r for x in s for r in x.throttled})
+        out["throttle_reasons"] = throttled
+        out["throttled"] = bool(throttled)
+        tp = [v for _, v in self.throughput]
+        if len(tp) >= 8:
+            q = max(2, len(tp) // 4)
+            first, last = sum(tp[:q]) / q, sum(tp[-q:]) / q
+            out["throughput_first"], out["throughput_last"] = round(first, 2), round(last, 2)
+            out["throughput_drop_pct"] = round(100 * (1 - last / first), 1) if first > 0 else None
+        return out
+
+    def summary(self) -> str:
+        s = list(self.samples)
+        if len(s) < 2:
+            return ""
+        lines = []
+        util = [x.gpu_util for x in s if x.gpu_util is not None]
+        if util:
+            lines.append(f"GPU util   {sparkline(util, 0, 100)}  avg {sum(util) / len(util):.0f}%")
+        else:
+            cores = [max(0.0, (b.cpu_s - a.cpu_s) / max(b.t - a.t, 1e-6)) for a, b in zip(s, s[1:])]
+            lines.append(f"job CPU    {sparkline(cores, 0, max(max(cores), 1.0))}  avg {sum(cores) / len(cores):.2f} cores")
+        rss = [x.rss_mib for x in s]
+        lines.append(f"job memory {sparkline(rss, 0, max(rss))}  {rss[0]:.0f} -> {rss[-1]:.0f} MiB (peak {max(rss):.0f})")
+        tp = [v for _, v in self.throughput]
+        if len(tp) >= 2:
+            lines.append(f"throughput {sparkline(tp, 0, max(tp))}  {tp[0]:g} -> {tp[-1]:g}")
+        return "\n".join(lines)
+
+
+WARMUP_SAMPLES = 3  # imports, model and CUDA context creation grow memory at start, legitimately
+
+
+def _trend(name: str, values: list[float]) -> dict:
+    """Is a series climbing steadily after warm-up? Needs enough samples, few falls, real growth."""
+    values = values[WARMUP_SAMPLES:] if len(values) > WARMUP_SAMPLES + 4 else []
+    if len(values) < 5:
+        return {f"{name}_growing": False}
+    steps = list(zip(values, values[1:]))
+    rises = sum(1 for a, b in steps if b > a + 0.5)
+    falls = sum(1 for a, b in steps if b < a - 0.5)
+    growth = values[-1] - values[0]
+    minutes = max(len(values) - 1, 1) / 60.0
+    growing = (rises >= 0.5 * len(steps) and falls <= 0.25 * len(steps) and growth > 64
+               and values[-1] > 1.15 * max(values[0], 1.0))
+    return {f"{name}_first_mib": round(values[0], 1), f"{name}_last_mib": round(values[-1], 1),
+            f"{name}_max_mib": round(max(values), 1), f"{name}_rises": rises, f"{name}_falls": falls,
+            f"{name}_growth_mib_per_min": round(growth / minutes, 1), f"{name}_growing": growing}
+
+
+def sparkline(values: list[float], lo: float, hi: float, width: int = 40) -> str:
+    if not values:
+        return ""
+    if len(values) > width:  # average into `width` buckets
+        step = len(values) / width
+        values = [sum(values[int(i * step):int((i + 1) * step)] or [0]) / max(1, len(values[int(i * step):int((i + 1) * step)]))
+                  for i in range(width)]
+    span = (hi - lo) or 1.0
+    return "".join(SPARK[min(len(SPARK) - 1, max(0, int((v - lo) / span * (len(SPARK) - 1) + 0.5)))] for v in values)
+
+
+def _cgroup_limit() -> float | None:
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = open(path).read().strip()
+        except OSError:
+            continue
+        if text.isdigit() and int(text) < 1 << 60:
+            return int(text) / (1 << 20)
+    return None
+
+
+def _mem_total() -> float | None:
+    try:
+        with open("/proc/meminfo") as f:
+            return int(f.readline().split()[1]) / 1024
+    except (OSError, IndexError, ValueError):
+        return None
