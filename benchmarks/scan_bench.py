@@ -11,7 +11,11 @@ near the end. Then prints, for the same file and the shipped rules' patterns:
     its output is /dev/null), its wall time and MB/s;
   - `troubleshoot diagnose --no-probe --format json` as a child process: wall time, MB/s, peak RSS;
   - the ratio troubleshoot/grep throughput, and whether both found the same lines;
-  - cold start of `diagnose` on a 10 KB log next to `python -c pass`.
+  - cold start of `diagnose` on a 10 KB log next to `python -c pass`;
+  - `troubleshoot probe` wall time;
+  - `troubleshoot run` overhead on a job that prints 100k lines (watcher on), and the watcher's
+    own CPU use while a job sleeps.
+`--quick` skips the large-log scan (for the other figures alone).
 """
 
 from __future__ import annotations
@@ -135,7 +139,12 @@ def main() -> int:
     ap.add_argument("--size-mb", type=int, default=1024)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--log", type=Path, help="use this log instead of generating one")
+    ap.add_argument("--quick", action="store_true", help="skip the large-log scan")
     args = ap.parse_args()
+    if args.quick:
+        cold_start(Path(tempfile.mkdtemp()))
+        other_figures()
+        return 0
 
     DATA.mkdir(exist_ok=True)
     log = args.log or DATA / f"train-{args.size_mb}mb.log"
@@ -185,8 +194,16 @@ def main() -> int:
     print(f"ratio troubleshoot/grep throughput: {g / t:.3f}")
     print(f"same matching lines: {'yes' if ts_count == grep_count else 'NO'}")
 
+    cold_start(tmp, log)
+    other_figures()
+    return 0
+
+
+def cold_start(tmp: Path, log: Path | None = None) -> None:
     small = tmp / "small.log"
-    small.write_bytes(log.open("rb").read(10 << 10).rsplit(b"\n", 1)[0] + b"\n" + ERROR_TAIL[2].encode() + b"\n")
+    head = log.open("rb").read(10 << 10).rsplit(b"\n", 1)[0] if log else \
+        "\n".join(_noise_lines(random.Random(3), 120)).encode()[: 10 << 10]
+    small.write_bytes(head + b"\n" + ERROR_TAIL[2].encode() + b"\n")
     cold, base = [], []
     for _ in range(7):
         base.append(timed([sys.executable, "-c", "pass"], rss=False)[0])
@@ -194,7 +211,49 @@ def main() -> int:
                            "--log", str(small)], rss=False)[0])
     b, c = statistics.median(base), statistics.median(cold)
     print(f"cold start, 10 KB log: diagnose {c * 1000:.0f} ms, python -c pass {b * 1000:.0f} ms, ratio {c / b:.1f}")
-    return 0
+
+
+JOB_100K = "import sys\nw = sys.stdout.write\nfor i in range(100000):\n    w(f'step {i} loss {i % 97 / 97:.4f} lr 3e-4\\n')\n"
+
+
+def other_figures(runs: int = 5) -> None:
+    probe = [timed([sys.executable, "-m", "troubleshoot", "probe", "--format", "json"], rss=False)[0] for _ in range(3)]
+    print(f"probe wall time: median {statistics.median(probe):.2f} s (of 3)")
+    tmp = Path(tempfile.mkdtemp())
+    job = tmp / "job.py"
+    job.write_text(JOB_100K)
+    direct, wrapped = [], []
+    for _ in range(runs):
+        direct.append(timed([sys.executable, str(job)], rss=False)[0])
+        wrapped.append(timed([sys.executable, "-m", "troubleshoot", "run", "--no-probe", "--quiet", "--log-to",
+                              str(tmp / "job.log"), "--", sys.executable, str(job)], rss=False)[0])
+    d, w = statistics.median(direct), statistics.median(wrapped)
+    print(f"run wrapper, job printing 100k lines: direct {d:.3f} s, wrapped {w:.3f} s "
+          f"(+{w - d:.3f} s: troubleshoot's own start-up and final diagnosis)")
+    # Overhead on a job's own wall time, start-up excluded: a job running ~20 s.
+    long_job = tmp / "long.py"
+    long_job.write_text("import time, sys\nt = time.time()\nfor i in range(200):\n"
+                        "    s = sum(range(200000)); print(f'step {i}', flush=True); time.sleep(0.05)\n"
+                        "sys.stderr.write(f'JOB_SECONDS={time.time() - t:.3f}\\n')\n")
+    own = []
+    for wrap in (False, True):
+        argv = [sys.executable, str(long_job)]
+        if wrap:
+            argv = [sys.executable, "-m", "troubleshoot", "run", "--no-probe", "--quiet", "--log-to", str(tmp / "l2"),
+                    "--", *argv]
+        p = subprocess.run(argv, capture_output=True)
+        own.append(float(p.stderr.split(b"JOB_SECONDS=")[1].split()[0]))
+    print(f"a ~20 s job timed by itself: {own[0]:.2f} s direct, {own[1]:.2f} s under troubleshoot run "
+          f"({100 * (own[1] - own[0]) / own[0]:+.1f}%)")
+    usage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "troubleshoot", "run", "--no-probe", "--quiet", "--log-to", str(tmp / "l3"),
+                    "--", "sleep", "20"], capture_output=True)
+    wall = time.perf_counter() - t0
+    usage1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (usage1.ru_utime - usage0.ru_utime) + (usage1.ru_stime - usage0.ru_stime)
+    print(f"watcher + wrapper CPU while a job sleeps 20 s: {cpu:.2f} s of CPU over {wall:.1f} s "
+          f"({100 * cpu / wall:.2f}% of a core, start-up and final diagnosis included)")
 
 
 if __name__ == "__main__":

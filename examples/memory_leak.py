@@ -12,7 +12,7 @@ import torch
 model = torch.nn.Linear(2048, 4096)
 history = []  # the leak: whole activations kept, with their autograd graph
 for step in range(20):
-    x = torch.randn(512, 2048)
+    x = torch.randn(2048, 2048)
     out = model(x)
     loss = out.pow(2).mean()
     loss.backward()

@@ -41,4 +41,5 @@ def _isolated_config(tmp_path, monkeypatch):
     """No test reads the developer's own config or TROUBLESHOOT_RULES."""
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
     monkeypatch.delenv("TROUBLESHOOT_RULES", raising=False)

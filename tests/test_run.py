@@ -135,3 +135,30 @@ def test_ctrl_c_in_a_real_terminal_reaches_the_job_first(tmp_path):
 def test_missing_command_is_a_one_line_error(tmp_path):
     p = wrapped("--no-probe", "--log-to", str(tmp_path / "l"), "--", "no-such-command-xyz")
     assert p.returncode == 2 and p.stderr.decode().strip() == "troubleshoot: error: no-such-command-xyz: command not found"
+
+
+def test_follow_a_growing_log_prints_new_diagnoses(tmp_path):
+    log = tmp_path / "growing.log"
+    log.write_text("epoch 1 loss 0.5\n")
+    proc = subprocess.Popen([sys.executable, "-m", "troubleshoot", "diagnose", "--follow", str(log)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
+    time.sleep(2)
+    with open(log, "a") as f:
+        f.write("RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    line = b""
+    deadline = time.time() + 30
+    while b"new:" not in line and time.time() < deadline:
+        line = proc.stdout.readline()
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=30)
+    assert b"new: [error]" in line and b"illegal-memory-access" in line
+    assert b"1. [ERROR]" in out  # the full diagnosis at the end
+
+
+def test_pid_watches_a_running_job(tmp_path):
+    job = subprocess.Popen([sys.executable, str(REPO / "examples" / "memory_leak.py")], stdout=subprocess.DEVNULL)
+    p = subprocess.run([sys.executable, "-m", "troubleshoot", "diagnose", "--pid", str(job.pid)], capture_output=True,
+                       cwd=REPO, timeout=120)
+    job.wait()
+    assert p.returncode == 0
+    assert b"gpu-memory-leak" in p.stdout

@@ -43,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--no-probe", action="store_true", help="do not probe this machine (log only)")
     d.add_argument("--snapshot", metavar="FILE", help="diagnose against a saved snapshot instead of this machine")
     d.add_argument("--python", metavar="PATH", help="interpreter whose frameworks to probe (a venv or conda env)")
+    d.add_argument("--follow", metavar="PATH", help="follow a growing log: print new diagnoses as the job writes")
+    d.add_argument("--pid", type=int, metavar="PID", help="watch a running job's process until it ends")
     d.add_argument("--all", action="store_true", help="text: show every diagnosis, not the top 5")
     d.add_argument("--color", choices=("auto", "always", "never"), default="auto")
 
@@ -167,6 +169,10 @@ def _facts(args, plugins) -> tuple[dict | None, str | None]:
 def cmd_diagnose(args) -> int:
     from troubleshoot import pipeline
 
+    if args.follow or args.pid is not None:
+        from troubleshoot import cli_follow
+
+        return cli_follow.follow(args, _plugins(args))
     log = args.log
     if log is None and not sys.stdin.isatty():
         log = "-"

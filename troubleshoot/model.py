@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -23,15 +24,28 @@ class Origin:
         return f"{self.path}:{self.line}"
 
 
+@functools.lru_cache(maxsize=None)
+def compile_ascii(source: str) -> re.Pattern:
+    """Rule patterns as Python's `re` reads them (ASCII classes, as RE2): compiled on first use,
+    since RE2 does the scanning and most runs never need the `re` form."""
+    return re.compile(source, re.ASCII)
+
+
+_GROUP_NAME = re.compile(r"\(\?P<([A-Za-z_][A-Za-z0-9_]*)>")
+
+
 @dataclass(frozen=True)
 class LogPattern:
     source: str
-    regex: re.Pattern
     line: int
 
     @property
+    def regex(self) -> re.Pattern:
+        return compile_ascii(self.source)
+
+    @property
     def groups(self) -> tuple[str, ...]:
-        return tuple(self.regex.groupindex)
+        return tuple(dict.fromkeys(_GROUP_NAME.findall(self.source)))
 
 
 @dataclass(frozen=True)

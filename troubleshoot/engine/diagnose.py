@@ -38,9 +38,9 @@ def scan_patterns(rules: Iterable[Rule]) -> list[ScanPattern]:
     out: list[ScanPattern] = []
     for r in rules:
         keep = line_filter(r)
-        out += [ScanPattern(r.id, LOG_ROLE, p.regex, keep) for p in r.log]
-        out += [ScanPattern(r.id, with_role(i), p.regex) for i, p in enumerate(r.with_log)]
-        out += [ScanPattern(r.id, WITHOUT_ROLE, p.regex) for p in r.without_log]
+        out += [ScanPattern(r.id, LOG_ROLE, p.source, keep) for p in r.log]
+        out += [ScanPattern(r.id, with_role(i), p.source) for i, p in enumerate(r.with_log)]
+        out += [ScanPattern(r.id, WITHOUT_ROLE, p.source) for p in r.without_log]
     return out
 
 

@@ -29,6 +29,12 @@ def lint(ruleset: RuleSet, extra_areas: frozenset[str] = frozenset(), fixers: di
         if fixers is not None:
             problems += _fix_problems(rule, fixers)
         for p in rule.log + rule.with_log + rule.without_log:
+            try:
+                p.regex
+            except re.error as exc:
+                problems.append(Problem(rule.origin.path, p.line, f"rule {rule.id!r}: regex does not compile in "
+                                        f"Python's re (used where RE2 is not installed): {exc}"))
+                continue
             if nested_quantifier(p.regex):
                 problems.append(Problem(rule.origin.path, p.line, f"rule {rule.id!r}: nested repetition (like (a+)+ or "
                                         f"(.*x){{n}}) can take exponential time in Python's re; troubleshoot runs it with "

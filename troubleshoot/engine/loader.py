@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from troubleshoot.engine import conditions, yamldoc
-from troubleshoot.engine.scanner import re2_compatible
+from troubleshoot.engine.scanner import re2_available, re2_compatible
 from troubleshoot.errors import Problem
-from troubleshoot.model import SEVERITIES, Condition, ContextNote, Examples, FixRef, LogPattern, Origin, Rule
+from troubleshoot.model import (SEVERITIES, Condition, ContextNote, Examples, FixRef, LogPattern, Origin, Rule,
+                                compile_ascii)
 
 RULE_KEYS = {
     "id", "symptom", "title", "severity", "confidence", "downstream_of", "refines", "match",
@@ -52,7 +53,48 @@ def load_taxonomy(path: Path) -> dict[str, str]:
     return {str(k): str(v) for k, v in data["symptoms"].items()}
 
 
+def _cache_file(path: Path) -> Path:
+    import hashlib
+    import os
+
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    key = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:20]
+    return Path(base) / "troubleshoot" / "rules" / f"{key}.pickle"
+
+
 def load_rule_file(path: Path, pack: str, taxonomy: dict[str, str]) -> RuleFile:
+    """Parsed rules of one file, from a cache keyed by the file's stamp when it is fresh:
+    parsing YAML is most of a cold start, and rule files rarely change."""
+    import pickle
+
+    from troubleshoot import __version__
+
+    try:
+        st = path.stat()
+        stamp = (__version__, str(path), st.st_mtime_ns, st.st_size, pack, tuple(sorted(taxonomy)))
+    except OSError:
+        stamp = None
+    cache = _cache_file(path) if stamp else None
+    if cache is not None:
+        try:
+            with open(cache, "rb") as f:
+                cached_stamp, result = pickle.load(f)
+            if cached_stamp == stamp and isinstance(result, RuleFile):
+                return result
+        except Exception:  # missing, stale or unreadable: parse the file
+            pass
+    result = _load_rule_file(path, pack, taxonomy)
+    if cache is not None:
+        try:
+            from troubleshoot.fixes.files import atomic_write
+
+            atomic_write(cache, pickle.dumps((stamp, result), protocol=pickle.HIGHEST_PROTOCOL))
+        except Exception:
+            pass  # a read-only home only costs speed
+    return result
+
+
+def _load_rule_file(path: Path, pack: str, taxonomy: dict[str, str]) -> RuleFile:
     out = RuleFile(path=str(path))
     try:
         if path.stat().st_size > MAX_RULE_FILE_BYTES:
@@ -213,9 +255,18 @@ def _str_list(item, key: str, label: str, problem) -> list[str]:
     return list(value)
 
 
-def compile_pattern(source: str) -> re.Pattern:
-    """Rule patterns use ASCII classes, as RE2 does, so both engines agree."""
-    return re.compile(source, re.ASCII)
+def check_pattern(source: str) -> str | None:
+    """None if the pattern is usable, else why. RE2 (fast, and the engine that runs it) checks
+    it when installed; Python's `re` otherwise. `rules lint` checks both."""
+    complaint = re2_compatible(source)
+    if complaint or not re2_available():
+        try:
+            compile_ascii(source)
+        except re.error as exc:
+            return f"regex does not compile: {exc}"
+    if complaint:
+        return f"regex is outside the RE2 subset (no backreferences or lookaround): {complaint}"
+    return None
 
 
 def _patterns(match, key: str, label: str, problem):
@@ -233,16 +284,11 @@ def _patterns(match, key: str, label: str, problem):
         if not isinstance(src, str) or not src:
             problem(ln, f"{label}'match.{key}' entries must be non-empty strings")
             continue
-        try:
-            regex = compile_pattern(src)
-        except re.error as exc:
-            problem(ln, f"{label}regex does not compile: {exc}")
-            continue
-        complaint = re2_compatible(src)
+        complaint = check_pattern(src)
         if complaint:
-            problem(ln, f"{label}regex is outside the RE2 subset (no backreferences or lookaround): {complaint}")
+            problem(ln, f"{label}{complaint}")
             continue
-        yield LogPattern(source=src, regex=regex, line=ln)
+        yield LogPattern(source=src, line=ln)
 
 
 def _conditions(match, key: str, label: str, problem):

@@ -13,6 +13,7 @@ invalid UTF-8 becomes U+FFFD.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import deque
 from dataclasses import dataclass, field
@@ -50,8 +51,20 @@ class ScanPattern:
 
     group: str
     role: str
-    regex: re.Pattern
+    regex: re.Pattern | str  # a compiled `re` pattern, or its source (compiled only when needed)
     where: Callable[[dict], bool] | None = None
+
+    @property
+    def source(self) -> str:
+        return self.regex if isinstance(self.regex, str) else self.regex.pattern
+
+    @property
+    def compiled(self) -> re.Pattern:
+        if isinstance(self.regex, str):
+            from troubleshoot.model import compile_ascii
+
+            return compile_ascii(self.regex)
+        return self.regex
 
 
 @dataclass
@@ -176,7 +189,7 @@ class _Candidates:
 
     def __init__(self, patterns: Sequence[ScanPattern]):
         self.patterns = patterns
-        self.verifiers: list = [p.regex for p in patterns]
+        self.verifiers: list = []
         self.active = list(range(len(patterns)))
         self.dirty = False
         self._build()
@@ -206,11 +219,11 @@ class _Re2Candidates(_Candidates):
     name = "re2"
 
     def _build(self) -> None:
-        opts = _re2.Options()
+        opts = _quiet_options()
         opts.never_nl = True  # a match never spans lines, like a line-by-line scan
         opts.never_capture = True
         opts.max_mem = 256 << 20
-        sources = [_re2_source(self.patterns[i].regex) for i in self.active]
+        sources = [_re2_source(self.patterns[i]) for i in self.active]
         # (?m): ^ and $ anchor at each line (and each \r segment), as they do per segment in `re`.
         combined = "|".join(f"(?:{s})" for s in sources)
         self.combined = _re2.compile(f"(?m){combined}".encode(), opts) if sources else None
@@ -247,11 +260,11 @@ class _LiteralCandidates(_Candidates):
         self.always: list[int] = []
         for i in self.active:
             p = self.patterns[i]
-            lits = required_literals(p.regex)
+            lits = required_literals(p.compiled)
             if not lits:
                 self.always.append(i)
                 continue
-            table = self.by_folded if p.regex.flags & re.IGNORECASE else self.by_literal
+            table = self.by_folded if p.compiled.flags & re.IGNORECASE else self.by_literal
             for lit in lits:
                 key = lit.lower() if table is self.by_folded else lit
                 table.setdefault(key.encode(), []).append(i)
@@ -282,17 +295,31 @@ class _LiteralCandidates(_Candidates):
             yield start, end, sorted(found[start])
 
 
-def _re2_source(regex: re.Pattern) -> str:
-    """The pattern as RE2 reads it: inline flags carried over, named groups allowed."""
+def _re2_source(p: "ScanPattern") -> str:
+    """The pattern as RE2 reads it. A source string carries its flags inline; a pattern
+    compiled with flag arguments gets them spelled inline."""
+    if isinstance(p.regex, str):
+        return p.regex
     flags = ""
-    if regex.flags & re.IGNORECASE:
+    if p.regex.flags & re.IGNORECASE and "(?i" not in p.regex.pattern:
         flags += "i"
-    if regex.flags & re.MULTILINE:
+    if p.regex.flags & re.MULTILINE:
         flags += "m"
-    if regex.flags & re.DOTALL:
+    if p.regex.flags & re.DOTALL:
         flags += "s"
-    src = regex.pattern
-    return f"(?{flags}:{src})" if flags else src
+    return f"(?{flags}:{p.regex.pattern})" if flags else p.regex.pattern
+
+
+def _quiet_options():
+    opts = _re2.Options()
+    opts.log_errors = False  # RE2 would print every rejected pattern to stderr itself
+    return opts
+
+
+@functools.lru_cache(maxsize=None)
+def _re2_compile(source: str):
+    """Compiled once per process: the loader's check and the scan's verifier share it."""
+    return _re2.compile(source, _quiet_options())
 
 
 def re2_available() -> bool:
@@ -304,7 +331,7 @@ def re2_compatible(source: str) -> str | None:
     if _re2 is None:
         return None
     try:
-        _re2.compile(source)
+        _re2_compile(source)
     except Exception as exc:  # re2 raises its own error type
         return str(exc) or type(exc).__name__
     return None
@@ -325,10 +352,10 @@ def _verifier(p: ScanPattern, backend: str | None):
     installed, else the pattern's own `re`."""
     if backend != "re" and _re2 is not None:
         try:
-            return _re2.compile(_re2_source(p.regex))
+            return _re2_compile(_re2_source(p))
         except Exception:
             pass
-    return p.regex
+    return p.compiled
 
 
 def scan_stream(stream: BinaryIO, patterns: Sequence[ScanPattern], backend: str | None = None,

@@ -273,7 +273,11 @@ def _trend(name: str, values: list[float]) -> dict:
     falls = sum(1 for a, b in steps if b < a - 0.5)
     growth = values[-1] - values[0]
     minutes = max(len(values) - 1, 1) / 60.0
-    growing = (rises >= 0.5 * len(steps) and falls <= 0.25 * len(steps) and growth > 64
+    # Robust to the sawtooth of allocations freed and made again between samples: the lowest
+    # value of the last third must be above the highest of the first third, by a real margin.
+    third = max(2, len(values) // 3)
+    low_late, high_early = min(values[-third:]), max(values[:third])
+    growing = (low_late > high_early and low_late - high_early > 48 and growth > 64
                and values[-1] > 1.15 * max(values[0], 1.0))
     return {f"{name}_first_mib": round(values[0], 1), f"{name}_last_mib": round(values[-1], 1),
             f"{name}_max_mib": round(max(values), 1), f"{name}_rises": rises, f"{name}_falls": falls,
