@@ -48,6 +48,14 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--all", action="store_true", help="text: show every diagnosis, not the top 5")
     d.add_argument("--color", choices=("auto", "always", "never"), default="auto")
 
+    t = sub.add_parser("tui", help="the interactive terminal UI (also: troubleshoot with no command)")
+    t.add_argument("--log", metavar="PATH", help="log file to diagnose")
+    t.add_argument("--follow", metavar="PATH", help="follow a growing log; new diagnoses appear as it grows")
+    t.add_argument("--snapshot", metavar="FILE", help="machine facts from a saved snapshot instead of probing")
+    t.add_argument("--no-probe", action="store_true", help="do not probe this machine")
+    t.add_argument("--root", metavar="DIR", help="apply fixes' file changes under DIR; run no commands")
+    _add_rules_arg(t)
+
     pr = sub.add_parser("probe", help="read this machine (GPUs, driver, CUDA, frameworks, Docker, IO)")
     pr.add_argument("--format", choices=("text", "json"), default="text")
     pr.add_argument("--save", metavar="FILE", help="also save the snapshot as JSON to FILE")
@@ -93,6 +101,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_diagnose(args)
         if args.command == "probe":
             return cmd_probe(args)
+        if args.command in (None, "tui"):
+            return cmd_tui(args)
         if args.command == "run":
             from troubleshoot import cli_run
 
@@ -108,8 +118,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cli_fix.cmd_fix(args, plugins) if args.command == "fix" else cli_fix.cmd_fixers(args, plugins)
         if args.command == "rules":
             return cmd_rules(args)
-        build_parser().print_help()
-        return 0
     except TroubleshootError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
@@ -203,6 +211,20 @@ def cmd_diagnose(args) -> int:
         sys.stdout.write(text.render(result.diagnoses, colour=_use_colour(args.color),
                                      limit=None if args.all else 5, source=source))
     return 0
+
+
+def cmd_tui(args) -> int:
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        if args.command is None:
+            build_parser().print_help()
+            return 0
+        raise TroubleshootError("the TUI needs a terminal; use `troubleshoot diagnose` in scripts")
+    from troubleshoot.tui.app import run_tui
+
+    return run_tui(log=getattr(args, "log", None), snapshot=getattr(args, "snapshot", None),
+                   rules=getattr(args, "rules", []), follow=getattr(args, "follow", None),
+                   root=getattr(args, "root", None), probe=not getattr(args, "no_probe", False),
+                   plugins=_plugins(args))
 
 
 def cmd_probe(args) -> int:
