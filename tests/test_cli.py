@@ -151,7 +151,7 @@ def test_rules_show_and_list():
 
 def test_diagnose_never_imports_textual():
     code = ("import sys, io; from troubleshoot import cli; sys.stdin = io.TextIOWrapper(io.BytesIO(b'x'));"
-            f"cli.main(['diagnose', '--log', {str(OOM_LOG)!r}, '--format', 'json']);"
+            f"cli.main(['diagnose', '--no-probe', '--log', {str(OOM_LOG)!r}, '--format', 'json']);"
             "bad = [m for m in sys.modules if m.split('.')[0] in ('textual', 'rich')];"
             "sys.stderr.write(repr(bad)); sys.exit(1 if bad else 0)")
     import subprocess

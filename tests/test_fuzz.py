@@ -44,7 +44,7 @@ def summary(result):
     return {k: (v.count, tuple(h.line for h in v.lines)) for k, v in result.hits.items()}
 
 
-@budget(300)
+@budget(200)
 @given(log_bytes, st.sampled_from([7, 64, 4096]))
 def test_scanner_never_fails_and_engines_agree(data, chunk):
     TRIED["scanner"] += 1

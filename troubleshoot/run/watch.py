@@ -147,22 +147,28 @@ class Watcher:
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
             try:
-                self.samples.append(self.sample())
+                s = self.sample()
             except Exception:  # a sample that fails is skipped, never the job
                 continue
+            if s is None:
+                continue
+            self.samples.append(s)
             if self.on_sample:
                 try:
                     self.on_sample(self)
                 except Exception:
                     pass
 
-    def sample(self) -> Sample:
+    def sample(self) -> Sample | None:
+        """One sample; None once the job has exited (a dead process reads as zero memory)."""
         pids = _children(self.pid)
         rss = cpu = 0.0
         read = 0
         for p in pids:
             r, c, b = _proc_numbers(p)
             rss, cpu, read = rss + r, cpu + c, read + b
+        if rss == 0:
+            return None
         now_cpu = _cpu_times()
         iowait = None
         if now_cpu and self._prev_cpu and len(now_cpu) > 4:
