@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
+from troubleshoot_fixers.facts import fact
 from troubleshoot.fixes.api import Fixer, FixerError, Param
 from troubleshoot.fixes.plan import Advice, Plan, SetEnv
 
@@ -11,16 +12,6 @@ ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 SIZE = r"\d+(?:\.\d+)?\s*[KMGT]?i?B?|\d+[kmgt]?"
 
 
-def _facts(snapshot, *path, default=None):
-    cur = snapshot or {}
-    for p in path:
-        if isinstance(cur, dict) and p in cur:
-            cur = cur[p]
-        elif isinstance(cur, list) and isinstance(p, int) and p < len(cur):
-            cur = cur[p]
-        else:
-            return default
-    return cur if cur is not None else default
 
 
 class AdviceFixer(Fixer):
@@ -122,8 +113,8 @@ class DataLoaderAdvice(Fixer):
     needs_snapshot = True
 
     def plan(self, params, snapshot):
-        cpus = _facts(snapshot, "io", "cpu_count")
-        gpus = len(_facts(snapshot, "nvml", "gpus", default=[])) or 1
+        cpus = fact(snapshot, "io", "cpu_count")
+        gpus = len(fact(snapshot, "nvml", "gpus", default=[])) or 1
         workers = max(2, min(16, (cpus or 8) // gpus - 1))
         where = f" ({cpus} CPUs, {gpus} GPU{'s' if gpus > 1 else ''} here)" if cpus else ""
         text = textwrap.dedent(f"""\

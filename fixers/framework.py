@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from troubleshoot.engine.values import parse_version
+from troubleshoot_fixers.facts import fact
 from troubleshoot.fixes.api import Fixer, FixerError, Param
 from troubleshoot.fixes.plan import Advice, Plan, RunCommand, Verify
 
@@ -23,11 +24,6 @@ def driver_floor(cuda: str) -> str | None:
     return None
 
 
-def _get(snapshot, *path):
-    cur = snapshot or {}
-    for p in path:
-        cur = cur.get(p) if isinstance(cur, dict) else None
-    return cur
 
 
 class MatchFrameworkToDriver(Fixer):
@@ -38,8 +34,8 @@ class MatchFrameworkToDriver(Fixer):
 
     def plan(self, params, snapshot):
         fw = params["framework"]
-        driver_cuda = _get(snapshot, "nvml", "cuda_driver_version")
-        python = _get(snapshot, "frameworks", "python") or "python3"
+        driver_cuda = fact(snapshot, "nvml", "cuda_driver_version")
+        python = fact(snapshot, "frameworks", "python") or "python3"
         if not driver_cuda:
             return Plan(self.id, self.title, params, (Advice(
                 "No driver facts: run `nvidia-smi` and read `CUDA Version` (the newest CUDA the driver supports), "
@@ -55,7 +51,7 @@ class MatchFrameworkToDriver(Fixer):
                                  f"upgrade the driver (fixer upgrade-driver)")
             argv = (python, "-m", "pip", "install", "--upgrade", "torch", "--index-url",
                     f"https://download.pytorch.org/whl/{index}")
-            why = f"the newest PyTorch build for CUDA ≤ {driver_cuda} (what driver {_get(snapshot, 'nvml', 'driver_version')} supports)"
+            why = f"the newest PyTorch build for CUDA ≤ {driver_cuda} (what driver {fact(snapshot, 'nvml', 'driver_version')} supports)"
             verify = Verify("torch sees the GPU", condition="frameworks.torch.cuda_available == true",
                             probes=("frameworks",))
             notes = ("torchvision/torchaudio must come from the same index: add them to the same command.",)
@@ -85,10 +81,10 @@ class UpgradeDriver(Fixer):
 
     def plan(self, params, snapshot):
         need = params["min_version"]
-        cuda = _get(snapshot, "frameworks", "torch", "cuda") or _get(snapshot, "frameworks", "tensorflow", "cuda")
+        cuda = fact(snapshot, "frameworks", "torch", "cuda") or fact(snapshot, "frameworks", "tensorflow", "cuda")
         if not need and cuda:
             need = driver_floor(cuda)
-        have = _get(snapshot, "nvml", "driver_version") or "unknown"
+        have = fact(snapshot, "nvml", "driver_version") or "unknown"
         major = (need or "").split(".")[0] or "NNN"
         text = (f"Installed driver: {have}. "
                 + (f"Needed: ≥ {need}" + (f" (for CUDA {cuda})" if cuda else "") + ". " if need else "")

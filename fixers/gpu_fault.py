@@ -5,6 +5,7 @@ rung is proposed."""
 
 from __future__ import annotations
 
+from troubleshoot_fixers.facts import fact
 from troubleshoot.fixes.api import Fixer, Param
 from troubleshoot.fixes.executor import ladder_attempts
 from troubleshoot.fixes.plan import Advice, Plan, RunCommand, Verify
@@ -19,11 +20,6 @@ FIRST_RUNG = {
 }
 
 
-def _get(snapshot, *path):
-    cur = snapshot or {}
-    for p in path:
-        cur = cur.get(p) if isinstance(cur, dict) else None
-    return cur
 
 
 class GpuFault(Fixer):
@@ -55,7 +51,7 @@ class GpuFault(Fixer):
                                   f"with `CUDA_LAUNCH_BLOCKING=1`. If the same Xid returns on {gpu}, ask again: the next "
                                   f"step is a GPU reset."))
         elif rung == "reset-gpu":
-            procs = [p for g in (_get(snapshot, "nvml", "gpus") or []) for p in (g.get("processes") or [])]
+            procs = [p for g in (fact(snapshot, "nvml", "gpus") or []) for p in (g.get("processes") or [])]
             busy = ", ".join(f"{p.get('pid')} ({p.get('name') or '?'})" for p in procs[:8])
             actions += [
                 Advice(f"Stop every process on {gpu} first{': ' + busy if busy else ''}; drain the node in Slurm "

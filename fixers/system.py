@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 
+from troubleshoot_fixers.facts import fact
 from troubleshoot.fixes.api import Fixer, FixerError, Param
 from troubleshoot.fixes.plan import Advice, EnsureLine, MergeStructured, Plan, RunCommand, Verify, WriteFile
 
@@ -11,16 +12,11 @@ SIZE = r"\d+[KMGkmg]?"
 ABS_PATH = r"/[A-Za-z0-9._/+-]*"
 
 
-def _get(snapshot, *path):
-    cur = snapshot or {}
-    for p in path:
-        cur = cur.get(p) if isinstance(cur, dict) else None
-    return cur
 
 
 def _family(snapshot) -> str:
     """'debian' or 'redhat', from the snapshot's OS or the tools on this machine."""
-    os_name = (_get(snapshot, "host", "os") or "").lower()
+    os_name = (fact(snapshot, "host", "os") or "").lower()
     if any(w in os_name for w in ("ubuntu", "debian", "mint", "pop!_os")):
         return "debian"
     if any(w in os_name for w in ("red hat", "rhel", "rocky", "alma", "centos", "fedora", "amazon", "oracle")):
@@ -54,7 +50,7 @@ class NvidiaContainerToolkit(Fixer):
 
     def plan(self, params, snapshot):
         actions = []
-        have_ctk = bool(_get(snapshot, "docker", "nvidia_ctk_version")) or bool(shutil.which("nvidia-ctk"))
+        have_ctk = bool(fact(snapshot, "docker", "nvidia_ctk_version")) or bool(shutil.which("nvidia-ctk"))
         if params["install"] and not have_ctk:
             if _family(snapshot) == "debian":
                 key = "/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
@@ -109,7 +105,7 @@ class RamDisk(Fixer):
     def plan(self, params, snapshot):
         size = params["size"]
         if size == "auto":
-            free = _get(snapshot, "io", "mem_available_mib")
+            free = fact(snapshot, "io", "mem_available_mib")
             if not free:
                 raise FixerError("fixer 'ramdisk': size=auto needs the machine's free memory; give size=NNG")
             size = f"{max(1, free // 2 // 1024)}G"
@@ -142,7 +138,7 @@ class RaiseShm(Fixer):
 
     def plan(self, params, snapshot):
         size = params["size"]
-        if _get(snapshot, "docker", "in_container"):
+        if fact(snapshot, "docker", "in_container"):
             return Plan(self.id, self.title, params, (Advice(
                 f"/dev/shm of a container is set when it starts: restart it with `--shm-size={size}` (or `--ipc=host`); "
                 f"in compose `shm_size: \"{size}\"`; in Kubernetes mount an `emptyDir` with `medium: Memory` at /dev/shm. "

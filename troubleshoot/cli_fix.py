@@ -205,20 +205,14 @@ def _print_outcome(prep, out) -> None:
         print(f"  verified: {out.verify_detail}")
     elif out.verified is False:
         print(f"  VERIFICATION FAILED: {out.verify_detail}", file=sys.stderr)
-        if executor_confirm(f"Roll back {eid}?"):
-            from troubleshoot.fixes import executor
+        from troubleshoot.fixes import executor
 
+        if executor.confirm(f"Roll back {eid}?"):
             _print_undo(eid, executor.undo(eid))
         else:
             print(f"  To roll back: troubleshoot undo {eid}", file=sys.stderr)
     elif out.verify_detail:
         print(f"  not verified: {out.verify_detail}")
-
-
-def executor_confirm(q: str) -> bool:
-    from troubleshoot.fixes import executor
-
-    return executor.confirm(q)
 
 
 def _plan_json(prep) -> dict:

@@ -16,7 +16,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable
 
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.fixes import files, journal
@@ -307,10 +307,6 @@ def undo(eid: str) -> UndoResult:
         entry.data["status"] = "undone"
         entry.save()
     return res
-
-
-def sudo_prefix_needed() -> bool:
-    return not _is_root()
 
 
 def confirm(question: str) -> bool:

@@ -8,7 +8,7 @@ from troubleshoot.model import Diagnosis
 
 
 def render(diagnoses: Sequence[Diagnosis], source: str = "log") -> str:
-    out = [f"# troubleshoot report\n", f"Source: `{source}`\n"]
+    out = ["# troubleshoot report\n", f"Source: `{source}`\n"]
     if not diagnoses:
         out.append("No known problem found.\n")
         return "\n".join(out)

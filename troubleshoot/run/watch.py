@@ -12,7 +12,7 @@ import re
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 SPARK = "▁▂▃▄▅▆▇█"

@@ -17,7 +17,6 @@ import os
 import pty
 import selectors
 import signal
-import struct
 import subprocess
 import sys
 import termios
@@ -195,7 +194,3 @@ def default_log_path(argv: Sequence[str]) -> Path:
     folder = state_dir().parent / "runs"
     folder.mkdir(parents=True, exist_ok=True)
     return folder / f"{time.strftime('%Y%m%d-%H%M%S')}-{safe}.log"
-
-
-def pack_winsize(rows: int, cols: int) -> bytes:
-    return struct.pack("HHHH", rows, cols, 0, 0)

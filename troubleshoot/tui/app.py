@@ -6,7 +6,6 @@ blocks; it holds no diagnosis logic of its own.
 
 from __future__ import annotations
 
-import io
 import os
 import time
 from pathlib import Path
