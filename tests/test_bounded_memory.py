@@ -1,6 +1,5 @@
 """A large log is scanned in bounded memory by the real command (peak RSS of that child)."""
 
-import subprocess
 import sys
 
 from conftest import REPO

@@ -4,7 +4,6 @@ import errno
 import json
 import subprocess
 import sys
-import textwrap
 
 import pytest
 

@@ -7,7 +7,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 
 from conftest import REPO, run_cli
 from fakes.nvsmi import FakeNVML

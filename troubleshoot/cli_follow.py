@@ -80,7 +80,7 @@ def follow(args, plugins) -> int:
     finally:
         if watcher is not None:
             watcher.stop()
-    facts = {"run": watcher.facts()} if watcher is not None else None
+    facts = {"run": watcher.facts(final=True)} if watcher is not None else None
     result = pipeline.run(path, facts=facts, ruleset=ruleset)
     from troubleshoot.report import text
 

@@ -105,7 +105,7 @@ def cmd_run(args, plugins) -> int:
             watcher.stop()
         log.close()
 
-    run_facts = watcher.facts() if watcher else None
+    run_facts = watcher.facts(final=True) if watcher else None
     failed = result.returncode != 0
     facts: dict = {}
     if failed and not args.no_probe:

@@ -209,8 +209,12 @@ class Watcher:
 
     # ------------------------------------------------------------ facts
 
-    def facts(self) -> dict:
+    def facts(self, final: bool = False) -> dict:
+        """The `run` facts. `final`: the job has ended, so a last sample taken while it was
+        exiting (Python frees everything at exit) is not read as memory coming back."""
         s = list(self.samples)
+        if final and len(s) > 2 and s[-1].rss_mib < s[-2].rss_mib:
+            s = s[:-1]
         out: dict = {"available": True, "samples": len(s), "interval_s": self.interval,
                      "duration_s": round(time.monotonic() - self.started, 1)}
         if not s:
