@@ -131,22 +131,48 @@ async def test_export_writes_a_markdown_report(tmp_path, monkeypatch):
     assert "| 1 | error | `cuda-oom`" in text and "## Machine" in text and "## Log excerpt" in text
 
 
-def test_main_screen_snapshot(snap_compare):
+# Snapshots show the log's path: run from the repository with relative paths, so that every
+# checkout (a CI clone elsewhere) renders the same screen.
+REL_LOG, REL_SNAP = "examples/logs/cuda-oom.log", "tests/fixtures/snapshots/base.json"
+
+
+def test_main_screen_snapshot(snap_compare, monkeypatch):
+    monkeypatch.chdir(REPO)
     async def settle(pilot):
         app = pilot.app
         await wait_for(pilot, lambda: app.diagnoses)
         await pilot.pause(0.2)
 
-    assert snap_compare(TroubleshootApp(log=OOM_LOG, snapshot=str(BASE), probe=False), terminal_size=(100, 30),
+    assert snap_compare(TroubleshootApp(log=REL_LOG, snapshot=REL_SNAP, probe=False), terminal_size=(100, 30),
                         run_before=settle)
 
 
-def test_machine_screen_snapshot(snap_compare):
+def test_machine_screen_snapshot(snap_compare, monkeypatch):
+    monkeypatch.chdir(REPO)
     async def settle(pilot):
         app = pilot.app
         await wait_for(pilot, lambda: app.diagnoses)
         await pilot.press("m")
         await pilot.pause(0.2)
 
-    assert snap_compare(TroubleshootApp(log=OOM_LOG, snapshot=str(BASE), probe=False), terminal_size=(100, 30),
+    assert snap_compare(TroubleshootApp(log=REL_LOG, snapshot=REL_SNAP, probe=False), terminal_size=(100, 30),
                         run_before=settle)
+
+
+@pytest.mark.asyncio
+async def test_a_500_mb_log_does_not_block_input(tmp_path):
+    import sys
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import scan_bench
+
+    log = tmp_path / "big.log"
+    scan_bench.generate(log, 500)
+    app = TroubleshootApp(log=str(log), snapshot=str(BASE), probe=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: app.ruleset is not None)
+        await pilot.press("m")  # handled while the 500 MB scan runs in its worker
+        assert app.query_one("TabbedContent").active == "machine"
+        assert not app.diagnoses
+        await wait_for(pilot, lambda: app.diagnoses, timeout=120)
+        assert any(d.symptom == "cuda-oom" for d in app.diagnoses)

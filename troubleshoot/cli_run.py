@@ -26,6 +26,7 @@ def add_parser(sub, add_rules_arg) -> None:
     r.add_argument("--no-watch", action="store_true", help="do not sample the job while it runs")
     r.add_argument("--interval", type=float, default=1.0, metavar="S", help="seconds between samples (default 1)")
     r.add_argument("--quiet", action="store_true", help="no live warnings; only the final diagnosis")
+    r.add_argument("--tui", action="store_true", help="when the job fails, open the TUI on its log and snapshot")
     add_rules_arg(r)
     r.add_argument("cmd", nargs="+", metavar="CMD", help="the job, after --")
 
@@ -144,9 +145,16 @@ def cmd_run(args, plugins) -> int:
         if not failed:
             _say("the job succeeded, but:")
         sys.stderr.write(text.render(diagnoses, colour=sys.stderr.isatty(), limit=3, source=str(log_path)))
-        if sys.stdin.isatty() and sys.stderr.isatty():
-            _say(f"open it in the TUI: troubleshoot tui --log {log_path}")
+        if sys.stdin.isatty() and sys.stderr.isatty() and not args.tui:
+            _say(f"open it in the TUI: troubleshoot tui --log {log_path}  (or run with --tui)")
     elif failed:
         _say("no known problem matched the job's output; `troubleshoot diagnose --log "
              f"{log_path}` shows the machine's facts too")
+    if args.tui and failed and sys.stdin.isatty() and sys.stdout.isatty():
+        from troubleshoot import snapshot
+        from troubleshoot.tui.app import run_tui
+
+        snap_path = log_path.with_suffix(log_path.suffix + ".snapshot.json")
+        snapshot.save(facts, snap_path)
+        run_tui(log=str(log_path), snapshot=str(snap_path), rules=args.rules, plugins=plugins)
     return result.returncode
