@@ -117,6 +117,8 @@ async def test_hung_probe_broken_rules_and_binary_log_leave_it_responsive(tmp_pa
         await pilot.press("r")
         problems = str(app.query_one("#rules-problems").render())
         assert "broken.yaml:3" in problems
+        await pilot.press("down")
+        assert "example (must match)" in str(app.query_one("#rule-text").render())
 
 
 @pytest.mark.asyncio

@@ -88,7 +88,10 @@ class TroubleshootApp(App):
             with TabPane("Rules", id="rules"):
                 with Vertical():
                     yield Static("", id="rules-problems", markup=False)
-                    yield DataTable(id="rules-table", cursor_type="row", zebra_stripes=True)
+                    with Horizontal():
+                        yield DataTable(id="rules-table", cursor_type="row", zebra_stripes=True)
+                        with VerticalScroll(id="rule-detail"):
+                            yield Static("", id="rule-text", markup=False)
             with TabPane("History", id="history"):
                 with Vertical():
                     yield Static("Applied fixes, newest first. Select one and press u to undo it.", id="history-help")
@@ -221,6 +224,19 @@ class TroubleshootApp(App):
             self.query_one("#diag-evidence", Static).update("")
             self.query_one("#diag-fixes", Static).update("")
         self._render_machine()
+
+    @on(DataTable.RowHighlighted, "#rules-table")
+    def _rule_row(self, event: DataTable.RowHighlighted) -> None:
+        rule = self.ruleset.get(event.row_key.value) if self.ruleset and event.row_key else None
+        if rule is None:
+            return
+        lines = [rule.title, f"{rule.severity} · symptom {rule.symptom} · confidence {rule.confidence}",
+                 f"from {rule.origin.pack}: {rule.origin}", ""]
+        lines += [f"log: {p.source}" for p in rule.log] + [f"facts: {c.source}" for c in rule.facts]
+        for kind, texts in (("must match", rule.examples.match), ("must not match", rule.examples.no_match)):
+            for t in texts:
+                lines += ["", f"example ({kind}):"] + ["  " + ln for ln in t.rstrip().splitlines()[:12]]
+        self.query_one("#rule-text", Static).update("\n".join(lines))
 
     # ------------------------------------------------------------ diagnoses
 
