@@ -143,7 +143,13 @@ def test_main_screen_snapshot(snap_compare, monkeypatch):
     async def settle(pilot):
         app = pilot.app
         await wait_for(pilot, lambda: app.diagnoses)
-        await pilot.pause(0.2)
+        # The explanation is Markdown, rendered in the background: let every worker and
+        # refresh finish, so a loaded machine takes the same picture as an idle one.
+        await app.workers.wait_for_complete()
+        app.query_one("#diag-table").focus()
+        app.query_one("#diag-detail").scroll_home(animate=False)
+        await pilot.wait_for_scheduled_animations()
+        await pilot.pause(1.0)
 
     assert snap_compare(TroubleshootApp(log=REL_LOG, snapshot=REL_SNAP, probe=False), terminal_size=(100, 30),
                         run_before=settle)
@@ -154,8 +160,10 @@ def test_machine_screen_snapshot(snap_compare, monkeypatch):
     async def settle(pilot):
         app = pilot.app
         await wait_for(pilot, lambda: app.diagnoses)
+        await app.workers.wait_for_complete()
         await pilot.press("m")
-        await pilot.pause(0.2)
+        await pilot.wait_for_scheduled_animations()
+        await pilot.pause(1.0)
 
     assert snap_compare(TroubleshootApp(log=REL_LOG, snapshot=REL_SNAP, probe=False), terminal_size=(100, 30),
                         run_before=settle)
