@@ -138,35 +138,33 @@ async def test_export_writes_a_markdown_report(tmp_path, monkeypatch):
 REL_LOG, REL_SNAP = "examples/logs/cuda-oom.log", "tests/fixtures/snapshots/base.json"
 
 
-def test_main_screen_snapshot(snap_compare, monkeypatch):
-    monkeypatch.chdir(REPO)
+def settled(*keys: str):
+    """A `run_before` that waits until the app is idle, so a loaded machine takes the same picture."""
+
     async def settle(pilot):
         app = pilot.app
         await wait_for(pilot, lambda: app.diagnoses)
-        # The explanation is Markdown, rendered in the background: let every worker and
-        # refresh finish, so a loaded machine takes the same picture as an idle one.
+        # The explanation is Markdown, rendered in the background: let every worker finish.
         await app.workers.wait_for_complete()
         app.query_one("#diag-table").focus()
         app.query_one("#diag-detail").scroll_home(animate=False)
+        await pilot.press(*keys)
         await pilot.wait_for_scheduled_animations()
         await pilot.pause(1.0)
 
+    return settle
+
+
+def test_main_screen_snapshot(snap_compare, monkeypatch):
+    monkeypatch.chdir(REPO)
     assert snap_compare(TroubleshootApp(log=REL_LOG, snapshot=REL_SNAP, probe=False), terminal_size=(100, 30),
-                        run_before=settle)
+                        run_before=settled())
 
 
 def test_machine_screen_snapshot(snap_compare, monkeypatch):
     monkeypatch.chdir(REPO)
-    async def settle(pilot):
-        app = pilot.app
-        await wait_for(pilot, lambda: app.diagnoses)
-        await app.workers.wait_for_complete()
-        await pilot.press("m")
-        await pilot.wait_for_scheduled_animations()
-        await pilot.pause(1.0)
-
     assert snap_compare(TroubleshootApp(log=REL_LOG, snapshot=REL_SNAP, probe=False), terminal_size=(100, 30),
-                        run_before=settle)
+                        run_before=settled("m"))
 
 
 @pytest.mark.asyncio

@@ -110,13 +110,9 @@ def _requests(args, plugins) -> list[tuple[str, dict]]:
                                     f"{args.rule} --log {args.log}`")
         fixes = [(f.fixer, dict(f.params)) for f in found[0].fixes]
     else:
-        from troubleshoot.engine.diagnose import interpolate
+        from troubleshoot.engine.diagnose import render_fix
 
-        fixes = []
-        for f in rule.fixes:
-            params = {k: v for k, v in f.params.items()
-                      if not (isinstance(v, str) and interpolate(v, {}) == v and v.startswith("{") and v.endswith("}"))}
-            fixes.append((f.fixer, params))
+        fixes = [(f.fixer, dict(f.params)) for f in (render_fix(ref, {}, None) for ref in rule.fixes)]
     extra = _params(args.param)
     return [(fid, {**p, **extra}) for fid, p in fixes]
 

@@ -6,8 +6,6 @@ Ctrl-C, the full diagnosis of everything seen follows.
 
 from __future__ import annotations
 
-import io
-import os
 import sys
 import time
 
@@ -27,9 +25,8 @@ def _alive(pid: int) -> bool:
 
 def follow(args, plugins) -> int:
     from troubleshoot import pipeline
-    from troubleshoot.engine.diagnose import diagnose, scan_patterns
+    from troubleshoot.engine.diagnose import diagnose
     from troubleshoot.engine.ruleset import fact_paths
-    from troubleshoot.engine.scanner import scan_stream
 
     path, pid = args.follow, args.pid
     if pid is not None and not _alive(pid):
@@ -37,7 +34,6 @@ def follow(args, plugins) -> int:
     if path is not None:
         pipeline.open_log(path)[0].close()
     ruleset = pipeline.load_rules(args.rules, plugins)
-    patterns = scan_patterns(ruleset.rules)
     live_rules = [r for r in ruleset.rules if r.facts and all(p.startswith("run.") for p in fact_paths(r))]
     watcher = None
     if pid is not None:
@@ -45,26 +41,12 @@ def follow(args, plugins) -> int:
 
         watcher = Watcher(pid).start()
     said: set[str] = set()
-    offset = 0
+    tail = pipeline.LogTail(path) if path is not None else None
     what = " and ".join(x for x in (path and f"following {path}", pid and f"watching process {pid}") if x)
     print(f"troubleshoot: {what}; Ctrl-C to stop", file=sys.stderr)
     try:
         while True:
-            found = []
-            if path is not None:
-                try:
-                    with open(path, "rb") as f:
-                        size = os.fstat(f.fileno()).st_size
-                        if size < offset:  # truncated or rotated: start over
-                            offset = 0
-                        f.seek(offset)
-                        chunk = f.read(64 << 20)
-                except OSError:
-                    chunk = b""
-                cut = chunk.rfind(b"\n") + 1
-                if cut:
-                    offset += cut
-                    found += diagnose(ruleset.rules, scan_stream(io.BytesIO(chunk[:cut]), patterns), None)
+            found = tail.new_diagnoses(ruleset) if tail is not None else []
             if watcher is not None:
                 found += diagnose(live_rules, None, {"run": watcher.facts()})
             for d in found:

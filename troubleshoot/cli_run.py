@@ -5,7 +5,6 @@ Our own messages go to stderr only, after the job's; stdout carries the job's by
 
 from __future__ import annotations
 
-import io
 import sys
 import threading
 from pathlib import Path
@@ -41,9 +40,8 @@ def _say(msg: str) -> None:
 
 def cmd_run(args, plugins) -> int:
     from troubleshoot import pipeline
-    from troubleshoot.engine.diagnose import diagnose, scan_patterns
+    from troubleshoot.engine.diagnose import diagnose
     from troubleshoot.engine.ruleset import fact_paths
-    from troubleshoot.engine.scanner import scan_stream
     from troubleshoot.run import wrapper
     from troubleshoot.run.watch import Watcher
 
@@ -65,28 +63,12 @@ def cmd_run(args, plugins) -> int:
     lock = threading.Lock()
     watcher: Watcher | None = None
 
-    offset = 0
-    patterns = scan_patterns(ruleset.rules)
-
-    def new_output_diagnoses() -> list:
-        """Diagnoses of the log lines written since the last look (complete lines only)."""
-        nonlocal offset
-        try:
-            with open(log_path, "rb") as f:
-                f.seek(offset)
-                chunk = f.read(64 << 20)
-        except OSError:
-            return []
-        cut = chunk.rfind(b"\n") + 1
-        if not cut:
-            return []
-        offset += cut
-        return diagnose(ruleset.rules, scan_stream(io.BytesIO(chunk[:cut]), patterns), None)
+    tail = pipeline.LogTail(log_path)
 
     def live(w: Watcher) -> None:
         if args.quiet or len(w.samples) % 5:
             return
-        found = diagnose(live_rules, None, {"run": w.facts()}) + new_output_diagnoses()
+        found = diagnose(live_rules, None, {"run": w.facts()}) + tail.new_diagnoses(ruleset)
         for d in found:
             with lock:
                 if d.rule.id not in said:

@@ -6,6 +6,7 @@ Front ends call these functions and render what comes back; they hold no diagnos
 from __future__ import annotations
 
 import io
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,3 +105,35 @@ def why(rule_id: str, log: str | None, rule_dirs: Sequence[str] = (), facts: Map
             if stream is not sys.stdin.buffer:
                 stream.close()
     return trace_rule(rule, scan, facts), ruleset
+
+
+class LogTail:
+    """The complete lines a growing log gained since the last call (a truncated or rotated
+    log starts over). Used to report new diagnoses while a job runs."""
+
+    def __init__(self, path: str | Path, max_chunk: int = 64 << 20):
+        self.path = Path(path)
+        self.offset = 0
+        self.max_chunk = max_chunk
+        self._patterns: tuple | None = None  # (ruleset, its scan patterns), built once
+
+    def new_lines(self) -> bytes:
+        try:
+            with open(self.path, "rb") as f:
+                if os.fstat(f.fileno()).st_size < self.offset:
+                    self.offset = 0
+                f.seek(self.offset)
+                chunk = f.read(self.max_chunk)
+        except OSError:
+            return b""
+        cut = chunk.rfind(b"\n") + 1
+        self.offset += cut
+        return chunk[:cut]
+
+    def new_diagnoses(self, ruleset: RuleSet) -> list[Diagnosis]:
+        chunk = self.new_lines()
+        if not chunk:
+            return []
+        if self._patterns is None or self._patterns[0] is not ruleset:
+            self._patterns = (ruleset, scan_patterns(ruleset.rules))
+        return diagnose(ruleset.rules, scan_stream(io.BytesIO(chunk), self._patterns[1]), None)

@@ -146,38 +146,26 @@ def save(facts: dict, path: str | Path) -> None:
 
 # ---------------------------------------------------------------- facts catalogue (for lint)
 
+def _schema_paths(sch: dict, prefix: str = ""):
+    """(dotted path, sub-schema) for every node of the schema, lists written as `[]`."""
+    yield prefix, sch
+    for k, sub in sch.get("properties", {}).items():
+        yield from _schema_paths(sub, f"{prefix}.{k}" if prefix else k)
+    if "items" in sch:
+        yield from _schema_paths(sch["items"], prefix + "[]")
+
+
 @functools.lru_cache(maxsize=1)
 def documented_paths() -> frozenset[str]:
     """Every documented fact path, lists written as `[]`: `nvml.gpus[].temperature_c`."""
-    out: set[str] = set()
-
-    def walk(sch: dict, prefix: str) -> None:
-        if prefix:
-            out.add(prefix)
-        for k, sub in sch.get("properties", {}).items():
-            walk(sub, f"{prefix}.{k}" if prefix else k)
-        if "items" in sch:
-            walk(sch["items"], prefix + "[]")
-
-    walk(schema(), "")
-    return frozenset(out)
+    return frozenset(path for path, _ in _schema_paths(schema()) if path)
 
 
 def open_paths() -> frozenset[str]:
     """Objects whose keys are free (env vars, daemon.json, error maps): any path below is fine."""
-    out = set(FREE_AREAS)
-
-    def walk(sch: dict, prefix: str) -> None:
-        if sch.get("additionalProperties") is not False and prefix and "object" in _as_list(sch.get("type")):
-            out.add(prefix)
-        for k, sub in sch.get("properties", {}).items():
-            walk(sub, f"{prefix}.{k}" if prefix else k)
-        if "items" in sch:
-            walk(sch["items"], prefix + "[]")
-
-    walk(schema(), "")
-    out.discard("")
-    return frozenset(out)
+    return frozenset(FREE_AREAS) | frozenset(
+        path for path, sub in _schema_paths(schema())
+        if path and sub.get("additionalProperties") is not False and "object" in _as_list(sub.get("type")))
 
 
 def _as_list(t) -> list:

@@ -177,7 +177,7 @@ def _diagnosis(t: RuleTrace, facts: Mapping | None) -> Diagnosis:
         confidence=round(confidence, 3),
         explain=explain,
         evidence=tuple(evidence),
-        fixes=tuple(_fix(f, values, facts) for f in rule.fixes),
+        fixes=tuple(render_fix(f, values, facts) for f in rule.fixes),
         count=t.log_count,
         first_line=t.log_lines[0].line if t.log_lines else None,
         last_line=t.log_lines[-1].line if t.log_lines else None,
@@ -210,7 +210,8 @@ def interpolate(text: str, captures: Mapping[str, str], facts: Mapping | None = 
     return _PLACEHOLDER.sub(sub, text)
 
 
-def _fix(ref, captures: Mapping[str, str], facts: Mapping | None) -> Fix:
+def render_fix(ref, captures: Mapping[str, str], facts: Mapping | None) -> Fix:
+    """A rule's fix with captures and facts filled in; params whose value is missing are dropped."""
     params = {}
     for key, value in ref.params.items():
         if isinstance(value, str):

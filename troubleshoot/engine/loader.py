@@ -306,29 +306,40 @@ def _conditions(match, key: str, label: str, problem):
         if not isinstance(src, str) or not src.strip():
             problem(ln, f"{label}conditions must be non-empty strings (quote them in YAML)")
             continue
-        try:
-            tree = conditions.parse(src)
-        except conditions.ConditionError as exc:
-            problem(ln, f"{label}condition {src!r}: {exc}")
-            continue
-        yield Condition(source=src, tree=tree, line=ln)
+        cond = _condition(src, ln, label, problem)
+        if cond is not None:
+            yield cond
 
 
-def _context(item, label: str, problem):
-    value = item.get("context")
+def _condition(src: str, line: int, label: str, problem) -> Condition | None:
+    try:
+        return Condition(source=src, tree=conditions.parse(src), line=line)
+    except conditions.ConditionError as exc:
+        problem(line, f"{label}condition {src!r}: {exc}")
+        return None
+
+
+def _mappings(item, key: str, allowed: set, label: str, problem, shape: str):
+    """(line, entry) for each mapping of the list under `key`; unknown keys reported."""
+    value = item.get(key)
     if value is None:
         return
     if not isinstance(value, list):
-        problem(item.line_of("context"), f"{label}'context' must be a list of {{when, confidence, note}}")
+        problem(item.line_of(key), f"{label}'{key}' must be a list of {shape}")
         return
     for i, entry in enumerate(value):
         ln = value.line_of(i)
         if not isinstance(entry, yamldoc.LDict):
-            problem(ln, f"{label}each context entry must be a mapping with 'when', 'confidence', 'note'")
+            problem(ln, f"{label}each entry of '{key}' must be a mapping: {shape}")
             continue
-        for key in entry:
-            if key not in CONTEXT_KEYS:
-                problem(entry.line_of(key), f"{label}unknown context key {key!r}")
+        for k in entry:
+            if k not in allowed:
+                problem(entry.line_of(k), f"{label}unknown {key} key {k!r}")
+        yield ln, entry
+
+
+def _context(item, label: str, problem):
+    for ln, entry in _mappings(item, "context", CONTEXT_KEYS, label, problem, "{when, confidence, note}"):
         when, note, delta = entry.get("when"), entry.get("note", ""), entry.get("confidence", 0)
         if not isinstance(when, str) or not when.strip():
             problem(entry.line_of("when"), f"{label}context needs a 'when' condition")
@@ -339,29 +350,13 @@ def _context(item, label: str, problem):
         if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not -1 <= delta <= 1:
             problem(entry.line_of("confidence"), f"{label}context confidence must be a number from -1 to 1 (a change)")
             continue
-        try:
-            tree = conditions.parse(when)
-        except conditions.ConditionError as exc:
-            problem(entry.line_of("when"), f"{label}condition {when!r}: {exc}")
-            continue
-        yield ContextNote(when=Condition(when, tree, entry.line_of("when")), confidence=float(delta), note=note, line=ln)
+        cond = _condition(when, entry.line_of("when"), label, problem)
+        if cond is not None:
+            yield ContextNote(when=cond, confidence=float(delta), note=note, line=ln)
 
 
 def _fixes(item, label: str, problem):
-    value = item.get("fixes")
-    if value is None:
-        return
-    if not isinstance(value, list):
-        problem(item.line_of("fixes"), f"{label}'fixes' must be a list")
-        return
-    for i, fix in enumerate(value):
-        ln = value.line_of(i)
-        if not isinstance(fix, yamldoc.LDict):
-            problem(ln, f"{label}each fix must be a mapping with 'fixer', 'title' and 'params'")
-            continue
-        for key in fix:
-            if key not in FIX_KEYS:
-                problem(fix.line_of(key), f"{label}unknown fix key {key!r}")
+    for ln, fix in _mappings(item, "fixes", FIX_KEYS, label, problem, "{fixer, title, params}"):
         fixer = fix.get("fixer")
         if not isinstance(fixer, str) or not ID_RE.match(fixer):
             problem(fix.line_of("fixer"), f"{label}fix needs a kebab-case 'fixer' id")
