@@ -6,7 +6,8 @@ import pytest
 from troubleshoot.engine import scanner
 from troubleshoot.engine.scanner import ScanPattern, scan_stream, scan_text
 
-BACKENDS = ["re"] + (["re2"] if scanner.re2_available() else [])
+BACKENDS = (["re"] + (["re2"] if scanner.re2_available() else [])
+            + (["hyperscan"] if scanner.hyperscan_available() else []))
 
 OOM = ScanPattern("oom", "log", re.compile(r"CUDA out of memory\. Tried to allocate (?P<req>[\d.]+ [KMG]iB)", re.ASCII))
 TB = ScanPattern("tb", "log", re.compile(r"^Traceback \(most recent call last\)", re.ASCII))
@@ -85,7 +86,7 @@ def test_huge_line_without_newline(backend, monkeypatch):
 
 def test_backends_agree_on_a_mixed_log():
     if len(BACKENDS) < 2:
-        pytest.skip("re2 not installed")
+        pytest.skip("neither re2 nor hyperscan installed")
     import random
 
     rnd = random.Random(7)
@@ -101,3 +102,27 @@ def test_backends_agree_on_a_mixed_log():
 def test_empty_input():
     r = scan_text("", PATS)
     assert r.total_lines == 0 and r.hits == {}
+
+
+def test_engines_agree_on_every_shipped_rule_example():
+    """All shipped patterns at once over every real line in the rules' examples: the fast
+    engines propose lines, the verifier decides, so each engine must report the same hits."""
+    if len(BACKENDS) < 2:
+        pytest.skip("neither re2 nor hyperscan installed")
+    from troubleshoot.engine.diagnose import scan_patterns
+    from troubleshoot.engine.ruleset import load_ruleset
+
+    rules = load_ruleset(use_config=False).rules
+    pats = scan_patterns(rules)
+    texts = [t for r in rules for t in (*r.examples.match, *r.examples.no_match)]
+    assert len(texts) > 500
+
+    def summary(result):
+        return {k: (v.count, tuple((h.line, h.text) for h in v.lines), tuple(sorted(v.captures.items())))
+                for k, v in result.hits.items()}
+
+    log = "\n".join(texts)
+    results = {b: summary(scan_text(log, pats, b)) for b in BACKENDS}
+    first = results[BACKENDS[0]]
+    for b, got in results.items():
+        assert got == first, b
