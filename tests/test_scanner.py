@@ -126,3 +126,46 @@ def test_engines_agree_on_every_shipped_rule_example():
     first = results[BACKENDS[0]]
     for b, got in results.items():
         assert got == first, b
+
+
+def test_hyperscan_database_is_cached_and_reloaded(tmp_path, monkeypatch):
+    if not scanner.hyperscan_available():
+        pytest.skip("hyperscan not installed")
+    from troubleshoot.engine import hsdb
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    hsdb._database_cached.cache_clear()
+    first = scan_text("x\nRuntimeError: CUDA out of memory. Tried to allocate 2 GiB\n", [OOM], "hyperscan")
+    assert list((tmp_path / "troubleshoot" / "hyperscan").glob("*.hsdb"))
+    hsdb._database_cached.cache_clear()  # as a new process would: from the file
+    again = scan_text("x\nRuntimeError: CUDA out of memory. Tried to allocate 2 GiB\n", [OOM], "hyperscan")
+    assert again.backend == first.backend == "hyperscan"
+    assert hits(again, "oom") == hits(first, "oom") == [(2, "RuntimeError: CUDA out of memory. Tried to allocate 2 GiB")]
+
+
+def test_a_cache_file_others_can_write_is_not_loaded(tmp_path, monkeypatch):
+    if not scanner.hyperscan_available():
+        pytest.skip("hyperscan not installed")
+    import os
+
+    from troubleshoot.engine import hsdb
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    hsdb._database_cached.cache_clear()
+    scan_text("CUDA out of memory. Tried to allocate 2 GiB\n", [OOM], "hyperscan")
+    (db_file,) = (tmp_path / "troubleshoot" / "hyperscan").glob("*.hsdb")
+    db_file.write_bytes(b"rejected:\nnot a database")
+    os.chmod(db_file, 0o666)
+    hsdb._database_cached.cache_clear()
+    # Not trusted: compiled afresh (and the planted bytes never reach the deserialiser).
+    r = scan_text("CUDA out of memory. Tried to allocate 2 GiB\n", [OOM], "hyperscan")
+    assert hits(r, "oom") and r.backend == "hyperscan"
+
+
+def test_prefilter_forms_only_widen():
+    from troubleshoot.engine.hsdb import prefilter_source
+
+    assert prefilter_source(r"^Traceback \(most") == r"Traceback \(most"
+    assert prefilter_source(r"[$^x]a\$$") == r"[$^x]a\$"
+    assert "\\xc0" in prefilter_source(r"couldn.t") and "\\xc0" in prefilter_source(r"[^ ]+")
+    assert prefilter_source(r"[a-z]+\d") == r"[a-z]+\d"

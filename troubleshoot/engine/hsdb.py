@@ -144,7 +144,9 @@ def _database_cached(key: str, sources: tuple[str, ...], compile_if_missing: boo
             head, _, body = blob.partition(b"\n")
             if head.startswith(b"rejected:"):
                 rejected = {int(x) for x in head[9:].split(b",") if x}
-                return _hs.loadb(body, _hs.HS_MODE_BLOCK), rejected
+                db = _hs.loadb(body, _hs.HS_MODE_BLOCK)
+                db.scratch = _hs.Scratch(db)  # a loaded database comes without one
+                return db, rejected
         except Exception:  # a damaged or foreign file: compile instead
             pass
     if not compile_if_missing:
