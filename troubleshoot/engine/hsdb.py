@@ -1,5 +1,5 @@
 """Hyperscan databases for the scanner: built from the patterns' prefilter forms, cached on
-disk keyed by those forms, loaded in well under a millisecond.
+disk keyed by the patterns (and the version of the forms), loaded in well under a millisecond.
 
 A database is only a prefilter: it proposes lines, and the scanner verifies each with the
 pattern's own regex. So a prefilter form may match more than its pattern, never less — that
@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
 from pathlib import Path
 
 try:  # wheels bundle the library on x86_64 Linux; everything works without it
@@ -27,10 +28,14 @@ def available() -> bool:
     return _hs is not None
 
 
-# One UTF-8 encoded character of two to four bytes. Hyperscan scans bytes, while the
-# verifier (RE2 or `re` on decoded text) reads '.', a negated class, \W, \S or \D as one
-# character: the prefilter lets each of them also take a whole multi-byte character.
-_MB = r"[\xc0-\xff][\x80-\xbf]{1,3}"
+# Hyperscan scans bytes, while the verifier (RE2 or `re` on decoded text) reads '.', a
+# negated class, \W, \S or \D as one character, which UTF-8 spells in one to four bytes. Each
+# of those matches every byte of a multi-byte character (all are >= 0x80), so under `*` or `+`
+# they already cover such runs; elsewhere their repeat count is widened to four bytes each.
+_WIDE_ESCAPES = ("\\W", "\\S", "\\D")
+_QUANTIFIER = re.compile(r"(?:[*+?]|\{(\d*)(,?)(\d*)\})[?+]?")
+_GLOBAL_FLAGS = re.compile(r"\(\?[aiLmsux]+\)")
+_ZERO_WIDTH = ("^", "$", "\\b", "\\B", "\\A", "\\Z", "(?=", "(?!", "(?<=", "(?<!")
 
 
 def prefilter_source(source: str) -> str:
@@ -39,37 +44,197 @@ def prefilter_source(source: str) -> str:
     - `^` and `$` outside character classes go: the scanner matches each `\r`-separated
       segment of a line on its own, so an anchor may sit in the middle of a raw line;
     - constructs that match one character (`.`, negated classes, `\W`, `\S`, `\D`, classes
-      with non-ASCII members) also take one multi-byte UTF-8 character.
+      with non-ASCII members) may take up to four bytes per character they stand for;
+    - a non-ASCII literal character followed by a quantifier is grouped, so that the
+      quantifier applies to all of its bytes.
+    - optional, repeated and zero-width elements at either end are trimmed to what every match
+      must contain (`(?:GiB)?$` goes, a final `\d+` becomes `\d`): any match of the pattern
+      contains a match of the rest, and hyperscan, which reports every end of every match, then
+      reports a line once or twice instead of once per digit.
     Widening can only add candidate lines, and the verifier decides each, so the database may
     scan raw bytes as they are."""
+    source = trim_edges(source)
     out: list[str] = []
     i, n = 0, len(source)
     while i < n:
         c = source[i]
         if c == "\\":
-            esc = source[i : i + 2]
-            out.append(f"(?:{esc}|{_MB})" if esc in ("\\W", "\\S", "\\D") else esc)
+            atom = source[i : i + 2]
             i += 2
-            continue
-        if c == "[":
+            wide = atom in _WIDE_ESCAPES
+        elif c == "[":
             j = _class_end(source, i)
-            out.append(_widen_class(source[i:j]))
-            i = j
+            atom, i = source[i:j], j
+            if not atom.isascii():
+                atom, wide = r"[^\n]", True
+            else:
+                wide = atom.startswith("[^") or any(e in atom for e in _WIDE_ESCAPES)
+        elif c == ".":
+            atom, wide = ".", True
+            i += 1
+        elif c in "^$":
+            i += 1
             continue
-        if c == ".":
-            out.append(f"(?:.|{_MB})")
-        elif c not in "^$":
+        elif not c.isascii():
+            atom, wide = f"(?:{c})", False
+            i += 1
+        else:
             out.append(c)
-        i += 1
+            i += 1
+            continue
+        q = _quantifier(source, i)
+        quant = q.group(0) if q else ""
+        i += len(quant)
+        out.append(atom + (_widen_repeat(q) if wide else quant))
     return "".join(out)
 
 
-def _widen_class(cls: str) -> str:
-    if not cls.isascii():
-        return f"(?:[^\\n]|{_MB})"
-    if cls.startswith("[^") or any(e in cls for e in ("\\W", "\\S", "\\D")):
-        return f"(?:{cls}|{_MB})"
-    return cls
+def _widen_repeat(q: "re.Match | None") -> str:
+    """The repeat count, in bytes, of a one-character construct repeated as `q` says."""
+    if q is None:
+        return "{1,4}"
+    text = q.group(0)
+    if text[0] in "*+":
+        return text[0]
+    if text[0] == "?":
+        return "{0,4}"
+    low, comma, high = q.group(1), q.group(2), q.group(3)
+    lo = int(low or 0)
+    if not comma:
+        return f"{{{lo},{4 * lo}}}" if lo else "{0}"
+    if not high:
+        return f"{{{lo},}}"
+    return f"{{{lo},{4 * int(high)}}}"
+
+
+def _quantifier(source: str, i: int) -> "re.Match | None":
+    q = _QUANTIFIER.match(source, i)
+    if q and q.group(0)[0] == "{" and not (q.group(1) or (q.group(2) and q.group(3))):
+        return None  # `{}`, `{,}` and the like are literal text
+    return q
+
+
+def _min_repeat(q: "re.Match | None") -> int:
+    if q is None:
+        return 1
+    head = q.group(0)[0]
+    if head in "*?":
+        return 0
+    if head == "+":
+        return 1
+    return int(q.group(1) or 0)
+
+
+def _atom_end(source: str, i: int) -> int:
+    """Index just after the atom (escape, class, group or character) at source[i]."""
+    c = source[i]
+    if c == "\\":
+        nxt = source[i + 1 : i + 2]
+        width = {"x": 4, "u": 6, "U": 10}.get(nxt, 2)
+        if nxt == "N" and source[i + 2 : i + 3] == "{":
+            return source.index("}", i) + 1
+        if nxt == "x" and source[i + 2 : i + 3] == "{":
+            return source.index("}", i) + 1
+        if nxt.isdigit():
+            j = i + 2
+            while j < len(source) and j < i + 4 and source[j].isdigit():
+                j += 1
+            return j
+        return i + width
+    if c == "[":
+        return _class_end(source, i)
+    if c == "(":
+        depth, j, n = 0, i, len(source)
+        while j < n:
+            ch = source[j]
+            if ch == "\\":
+                j += 2
+                continue
+            if ch == "[":
+                j = _class_end(source, j)
+                continue
+            if ch == "(":
+                depth += 1
+            elif ch == ")":
+                depth -= 1
+                if depth == 0:
+                    return j + 1
+            j += 1
+        raise ValueError("unbalanced parenthesis")
+    return i + 1
+
+
+def _elements(source: str) -> list[tuple[str, "re.Match | None"]] | None:
+    """The pattern as a concatenation of (atom, quantifier); None when it has a top-level `|`."""
+    out = []
+    i, n = 0, len(source)
+    while i < n:
+        if source[i] == "|":
+            return None
+        j = _atom_end(source, i)
+        q = _quantifier(source, j)
+        out.append((source[i:j], q))
+        i = q.end() if q else j
+    return out
+
+
+def _plain_group_body(atom: str) -> str | None:
+    """The body of a capturing or non-capturing group with no flags and no top-level `|`."""
+    if atom.startswith("(?:"):
+        body = atom[3:-1]
+    elif atom.startswith("(?P<"):
+        body = atom[atom.index(">") + 1 : -1]
+    elif atom.startswith("(") and not atom.startswith("(?"):
+        body = atom[1:-1]
+    else:
+        return None
+    return body if _elements(body) is not None else None
+
+
+def _trim(elems: list, from_end: bool) -> list:
+    elems = list(elems)
+    while elems:
+        k = -1 if from_end else 0
+        atom, q = elems[k]
+        low = _min_repeat(q)
+        if atom.startswith(_ZERO_WIDTH) or low == 0:
+            elems.pop(k)
+            continue
+        body = _plain_group_body(atom)
+        if body is not None and low == 1:
+            # An exactly-once (after trimming) plain group: trim inside it.
+            inner = _trim(_elements(body), from_end)
+            if not inner:
+                elems.pop(k)
+                continue
+            if from_end:
+                elems[k:] = inner
+            else:
+                elems[:1] = inner
+            if len(inner) > 1 or inner[0] != (atom, None):
+                continue
+        if q is not None:
+            elems[k] = (atom, None) if low == 1 else (atom, _QUANTIFIER.match(f"{{{low}}}"))
+        break
+    return elems
+
+
+def trim_edges(source: str) -> str:
+    """The part of the pattern that every match contains, edges trimmed (see prefilter_source)."""
+    if "(?P=" in source or re.search(r"\\[1-9]", source):
+        return source  # a back-reference needs the group it names
+    head = _GLOBAL_FLAGS.match(source)
+    prefix = head.group(0) if head else ""
+    try:
+        elems = _elements(source[len(prefix):])
+    except (ValueError, IndexError):
+        return source
+    if not elems:
+        return source
+    trimmed = _trim(_trim(elems, False), True)
+    if not trimmed:
+        return source  # only optional parts: hyperscan will refuse it, RE2 takes it
+    return prefix + "".join(a + (q.group(0) if q else "") for a, q in trimmed)
 
 
 def _class_end(source: str, i: int) -> int:
@@ -95,15 +260,21 @@ def _class_end(source: str, i: int) -> int:
     return n
 
 
-def _flags() -> int:
+def _flags(single: bool) -> int:
     # No MULTILINE: prefilter forms have no anchors. No DOTALL: '.' stays within a line.
-    return 0
+    # SINGLEMATCH: a pattern that only needs to be seen once reports once per scanned chunk.
+    return _hs.HS_FLAG_SINGLEMATCH if single else 0
 
 
-def _key(sources: list[str]) -> str:
+# Part of the cache key: bump it whenever prefilter_source changes what it makes of a pattern.
+FORMS_VERSION = 2
+
+
+def _key(sources: list[str], single: frozenset[int]) -> str:
     h = hashlib.sha256()
-    h.update(f"hs {getattr(_hs, '__version__', '?')} {os.uname().machine}\n".encode())
-    for s in sources:
+    h.update(f"hs {getattr(_hs, '__version__', '?')} {os.uname().machine} forms {FORMS_VERSION}\n".encode())
+    for i, s in enumerate(sources):
+        h.update(b"1" if i in single else b"0")
         h.update(s.encode("utf-8", "surrogatepass"))
         h.update(b"\0")
     return h.hexdigest()[:32]
@@ -127,15 +298,15 @@ def _trusted(path: Path) -> bool:
     return True
 
 
-def _compile(sources: list[str], ids: list[int]):
+def _compile(sources: list[str], ids: list[int], single: frozenset[int]):
     db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
     db.compile(expressions=[sources[i].encode("utf-8", "surrogatepass") for i in ids], ids=ids,
-               flags=[_flags()] * len(ids))
+               flags=[_flags(i in single) for i in ids])
     return db
 
 
 @functools.lru_cache(maxsize=8)
-def _database_cached(key: str, sources: tuple[str, ...], compile_if_missing: bool):
+def _database_cached(key: str, sources: tuple[str, ...], single: frozenset[int], compile_if_missing: bool):
     path = _cache_dir() / f"{key}.hsdb"
     if _trusted(path):
         try:
@@ -151,21 +322,22 @@ def _database_cached(key: str, sources: tuple[str, ...], compile_if_missing: boo
             pass
     if not compile_if_missing:
         return None
+    sources = tuple(prefilter_source(s) for s in sources)
     ids = list(range(len(sources)))
     rejected: set[int] = set()
     try:
-        db = _compile(list(sources), ids)
+        db = _compile(list(sources), ids, single)
     except Exception:
         for i in ids:
             try:
-                _compile(list(sources), [i])
+                _compile(list(sources), [i], single)
             except Exception:
                 rejected.add(i)
         kept = [i for i in ids if i not in rejected]
         if not kept:
             return None
         try:
-            db = _compile(list(sources), kept)
+            db = _compile(list(sources), kept, single)
         except Exception:
             return None
     _save(path, db, rejected)
@@ -194,9 +366,12 @@ def _trusted_dir(d: Path) -> bool:
     return st.st_uid == os.getuid() and not st.st_mode & 0o022
 
 
-def database(sources: list[str], compile_if_missing: bool = True):
-    """(database, rejected pattern indices), or None when there is none to be had cheaply
-    (not cached and `compile_if_missing` false) or hyperscan takes none of the patterns."""
+def database(sources: list[str], compile_if_missing: bool = True, single: frozenset[int] = frozenset()):
+    """(database, rejected pattern indices) for the patterns `sources` (as RE2 reads them),
+    or None when there is none to be had cheaply (not cached and `compile_if_missing` false)
+    or hyperscan takes none of the patterns. Patterns whose index is in `single` report only
+    their first match in each scan. The prefilter forms are worked out on a cache miss only."""
     if _hs is None or not sources:
         return None
-    return _database_cached(_key(sources), tuple(sources), compile_if_missing)
+    single = frozenset(single)
+    return _database_cached(_key(sources, single), tuple(sources), single, compile_if_missing)

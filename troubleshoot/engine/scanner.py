@@ -48,7 +48,8 @@ KEEP_FIRST = 3
 KEEP_LAST = 3
 MAX_EVIDENCE_CHARS = 400
 
-ANSI_BYTES = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b\n]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+# One leading \x1b (not one per alternative): `re` then skips to each escape at memchr speed.
+ANSI_BYTES = re.compile(rb"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 _CR_TO_LF = bytes.maketrans(b"\r", b"\n")
 
 
@@ -196,6 +197,7 @@ class _Candidates:
     """
 
     name = "abstract"
+    zero_copy = False  # True: spans() takes the read buffer and an end, without a copy
 
     def __init__(self, patterns: Sequence[ScanPattern]):
         self.patterns = patterns
@@ -212,8 +214,9 @@ class _Candidates:
     def _build(self) -> None:
         raise NotImplementedError
 
-    def spans(self, chunk: bytes) -> Iterable[tuple[int, int, Sequence[int] | None]]:
-        """Yield (line_start, line_end, pattern indices or None for 'try all')."""
+    def spans(self, chunk: bytes, end: int) -> Iterable[tuple[int, int, Sequence[int] | None]]:
+        """Yield (line_start, line_end, pattern indices or None for 'try all') for the lines of
+        chunk[:end] (all of it unless the finder is `zero_copy`)."""
         raise NotImplementedError
 
 
@@ -244,7 +247,7 @@ class _Re2Candidates(_Candidates):
             self.set.Compile()
         self.dirty = False
 
-    def spans(self, chunk: bytes):
+    def spans(self, chunk: bytes, end: int):
         scan = chunk.translate(_CR_TO_LF) if b"\r" in chunk else chunk
         pos = 0
         while self.combined is not None and pos < len(scan):
@@ -280,7 +283,7 @@ class _LiteralCandidates(_Candidates):
                 table.setdefault(key.encode(), []).append(i)
         self.dirty = False
 
-    def spans(self, chunk: bytes):
+    def spans(self, chunk: bytes, end: int):
         if self.dirty:
             self._build()
         if self.always:
@@ -379,8 +382,9 @@ def make_candidates(patterns: Sequence[ScanPattern], backend: str | None = None,
         from troubleshoot.engine import hsdb
 
         want = backend == "hyperscan" or size is None or size >= HYPERSCAN_MIN_BYTES
-        sources = [hsdb.prefilter_source(_re2_source(p)) for p in patterns]
-        found = hsdb.database(sources, compile_if_missing=want)
+        sources = [_re2_source(p) for p in patterns]
+        single = frozenset(i for i, p in enumerate(patterns) if p.role != "log")
+        found = hsdb.database(sources, compile_if_missing=want, single=single)
         if found is not None:
             db, rejected = found
             rest = None
@@ -388,7 +392,7 @@ def make_candidates(patterns: Sequence[ScanPattern], backend: str | None = None,
                 # Patterns hyperscan cannot take (an empty match, a construct it lacks) are
                 # found by the next engine and merged in.
                 rest = _SubsetCandidates(patterns, sorted(rejected))
-            return _HyperscanCandidates(patterns, db, rest)
+            return _HyperscanCandidates(patterns, db, rest, single)
     if _re2 is None:
         return _LiteralCandidates(patterns)
     try:
@@ -399,16 +403,22 @@ def make_candidates(patterns: Sequence[ScanPattern], backend: str | None = None,
 
 
 class _HyperscanCandidates(_Candidates):
-    """All patterns in one hyperscan database, scanned over the chunk in block mode. Each
+    """All patterns in one hyperscan database, scanned over the raw chunk in block mode. Each
     match reports its pattern and end offset; the line around the end is the candidate and
-    the reporting patterns are the only ones verified on it."""
+    the reporting patterns are the only ones verified on it.
+
+    Context patterns (only needed once) report at most once per chunk; when that report is
+    not confirmed, the rest of the chunk is searched for them by the next engine."""
 
     name = "hyperscan"
+    zero_copy = True  # scans the first `end` bytes of the reused read buffer in place
 
-    def __init__(self, patterns, db, rest: "_SubsetCandidates | None"):
+    def __init__(self, patterns, db, rest: "_SubsetCandidates | None", single: frozenset[int]):
         self.db = db
         self.rest = rest
+        self.single = single
         self.retired: set[int] = set()
+        self._fallbacks: dict[tuple[int, ...], _SubsetCandidates] = {}
         super().__init__(patterns)
 
     def _build(self) -> None:
@@ -421,31 +431,67 @@ class _HyperscanCandidates(_Candidates):
             self.rest.retire(index)
         super().retire(index)
 
-    def spans(self, chunk: bytes):
-        ends: list[tuple[int, int]] = []
-        add = ends.append
+    def _reports(self, buf: bytes) -> list[int]:
+        """Match reports in `buf`, each encoded as end * n + pattern index (one int: cheap to
+        collect and to sort)."""
+        n = len(self.patterns)
+        out: list[int] = []
+        add = out.append
 
         def on_match(index, _from, to, _flags, _context):
-            add((to, index))
+            add(to * n + index)
 
-        self.db.scan(chunk, match_event_handler=on_match)
+        self.db.scan(buf, match_event_handler=on_match)
         if self.rest is not None:
-            for start, _end, idxs in self.rest.spans(chunk):
-                ends.extend((start + 1, i) for i in idxs)  # an "end" inside that line
-        if not ends:
+            rest = buf if isinstance(buf, bytes) else bytes(buf)
+            for start, _end, idxs in self.rest.spans(rest, len(rest)):
+                out.extend((start + 1) * n + i for i in idxs)  # an "end" inside that line
+        return out
+
+    def spans(self, chunk, end: int):
+        n = len(self.patterns)
+        reports = self._reports(chunk if end == len(chunk) else memoryview(chunk)[:end])
+        if not reports:
             return
-        ends.sort()
+        reports.sort()
+        yield from self._lines(chunk, reports, end)
+        # A context pattern reported once and not confirmed may still match further on.
+        single, retired = self.single, self.retired
+        pending: dict[int, int] = {}
+        for r in reports:
+            i = r % n
+            if i in single and i not in retired and i not in pending:
+                pending[i] = r // n
+        if pending:
+            keys = tuple(sorted(pending))
+            finder = self._fallbacks.get(keys)
+            if finder is None:
+                finder = self._fallbacks[keys] = _SubsetCandidates(self.patterns, list(keys))
+            frm = chunk.find(b"\n", max(min(pending.values()) - 1, 0), end) + 1
+            if frm > 0:
+                rest = bytes(memoryview(chunk)[frm:end])
+                for lo, hi, idxs in finder.spans(rest, len(rest)):
+                    live = [i for i in idxs if i not in retired and frm + lo >= pending[i]]
+                    if live:
+                        yield frm + lo, frm + hi, live
+
+    def _lines(self, chunk, reports: list[int], stop: int):
+        n = len(self.patterns)
         retired = self.retired
         start = end = -1
         idxs: set[int] = set()
-        for to, index in ends:
+        for r in reports:
+            to, index = divmod(r, n)
             pos = to - 1 if to > 0 else 0
             if pos > end:
                 # Checked at yield time: verifying the previous line may have retired some.
                 live = [i for i in sorted(idxs) if i not in retired]
                 if live:
                     yield start, end, live
-                start, end = _line_span(chunk, pos)
+                start = chunk.rfind(b"\n", 0, pos) + 1
+                end = chunk.find(b"\n", pos, stop)
+                if end < 0:
+                    end = stop
                 idxs = {index}
             else:
                 idxs.add(index)
@@ -469,8 +515,8 @@ class _SubsetCandidates:
         if k is not None:
             self.inner.retire(k)
 
-    def spans(self, chunk: bytes):
-        for start, end, idxs in self.inner.spans(chunk):
+    def spans(self, chunk: bytes, end: int):
+        for start, end, idxs in self.inner.spans(chunk, end):
             yield start, end, (self.indices if idxs is None else [self.indices[k] for k in idxs])
 
 
@@ -496,15 +542,52 @@ class _Verifiers:
         return v
 
 
-def _verifier(p: ScanPattern, backend: str | None):
-    """The engine that decides a candidate line: RE2 (linear time, whatever the pattern) when
-    installed, else the pattern's own `re`."""
+def _verifier(p: ScanPattern, backend: str | None) -> Callable[[str], "tuple | None"]:
+    """The function that decides a candidate segment: (start, end, captures) or None. RE2
+    (linear time, whatever the pattern) when installed, else the pattern's own `re`."""
     if backend != "re" and _re2 is not None:
         try:
-            return _re2_compile(_re2_source(p))
+            return _re2_finder(_re2_compile(_re2_source(p)))
         except Exception:
             pass
-    return p.compiled
+    return _re_finder(p.compiled)
+
+
+def _re_finder(rx: re.Pattern):
+    search = rx.search
+
+    def find(seg: str):
+        m = search(seg)
+        return None if m is None else (m.start(), m.end(), m.groupdict())
+    return find
+
+
+def _re2_finder(rx):
+    """RE2's matcher called directly on the UTF-8 bytes of the segment: the Python wrapper's
+    search() maps every offset back to characters and builds a match object, which cost
+    more than the match itself on a short line."""
+    low = getattr(rx, "_regexp", None)
+    anchor = getattr(getattr(_re2, "_Anchor", None), "UNANCHORED", None)
+    if low is None or anchor is None or not hasattr(low, "Match"):
+        return _re_finder(rx)  # another re2 wrapper: its public API reads like `re`'s
+    match = low.Match
+    names = sorted(rx.groupindex.items(), key=lambda kv: kv[1])
+
+    def find(seg: str):
+        data = seg.encode("utf-8", "surrogatepass")
+        spans = match(anchor, data, 0, len(data))
+        start, end = spans[0]
+        if start < 0:
+            return None
+        captures = {}
+        for name, k in names:
+            a, b = spans[k]
+            captures[name] = None if a < 0 else data[a:b].decode("utf-8", "replace")
+        if len(data) != len(seg):  # not ASCII: byte offsets to character offsets
+            start = len(data[:start].decode("utf-8", "replace"))
+            end = start + len(data[spans[0][0] : spans[0][1]].decode("utf-8", "replace"))
+        return start, end, captures
+    return find
 
 
 def scan_stream(stream: BinaryIO, patterns: Sequence[ScanPattern], backend: str | None = None,
@@ -513,57 +596,90 @@ def scan_stream(stream: BinaryIO, patterns: Sequence[ScanPattern], backend: str 
     """Scan a binary stream once; return per (group, role) bounded hit records.
 
     `cancel` (anything with `is_set()`, e.g. a threading.Event) is checked before each chunk:
-    when set, ScanCancelled is raised. `progress` is called with the bytes read so far."""
+    when set, ScanCancelled is raised. `progress` is called with the bytes read so far.
+    $TROUBLESHOOT_SCAN_ENGINE forces an engine as `backend` does (the benchmark compares them)."""
+    backend = backend or os.environ.get("TROUBLESHOOT_SCAN_ENGINE") or None
     finder = make_candidates(patterns, backend, _stream_size(stream))
     finder.verifiers = _Verifiers(patterns, backend)
     hits: dict[tuple[str, str], GroupHits] = {}
     line_base = 1
     total = 0
-    carry = b""
-    read = stream.read
+    # One buffer for the whole scan: each read lands after the unfinished line carried over
+    # from the previous one, and the complete lines in front are scanned in place.
+    buf = bytearray(2 * chunk_size)
+    have = 0  # bytes at the front of buf: an unfinished line
+    read_into = _reader(stream)
     while True:
         if cancel is not None and cancel.is_set():
             raise ScanCancelled()
-        block = read(chunk_size)
-        if not block:
+        if len(buf) - have < chunk_size:
+            if have >= max(chunk_size, LONG_LINE):
+                # A line longer than LONG_LINE: matched in windows, numbered as one line.
+                line_base = _scan_chunk(buf, have, line_base, finder, patterns, hits)
+                have = 0
+            else:
+                buf.extend(bytes(len(buf)))
+        n = read_into(buf, have, chunk_size)
+        if not n:
             break
-        total += len(block)
+        total += n
         if progress is not None:
             progress(total)
-        data = carry + block if carry else block
-        cut = data.rfind(b"\n")
+        end = have + n
+        cut = buf.rfind(b"\n", have, end)
         if cut < 0:
-            if len(data) < max(chunk_size, LONG_LINE):
-                carry = data
-                continue
-            # A line longer than a chunk: matched in windows, numbered as one line.
-            chunk, carry = data, b""
-        elif cut == len(data) - 1:
-            chunk, carry = data, b""
-        else:
-            chunk, carry = data[: cut + 1], data[cut + 1 :]
-        del data, block  # at most one chunk and one carry alive while scanning
-        line_base = _scan_chunk(chunk, line_base, finder, patterns, hits)
-    if carry:
-        line_base = _scan_chunk(carry, line_base, finder, patterns, hits)
+            have = end
+            continue
+        line_base = _scan_chunk(buf, cut + 1, line_base, finder, patterns, hits)
+        have = end - cut - 1
+        buf[:have] = buf[cut + 1 : end]
+    if have:
+        line_base = _scan_chunk(buf, have, line_base, finder, patterns, hits)
         line_base += 1
     return ScanResult(total_lines=line_base - 1, total_bytes=total, hits=hits, backend=finder.name)
 
 
-def _scan_chunk(chunk: bytes, line_base: int, finder: _Candidates, patterns: Sequence[ScanPattern],
-                hits: dict) -> int:
-    """Check the chunk's candidate lines; return the line number after the chunk. Newlines are
-    counted once: up to each candidate, then the rest."""
-    if b"\x1b" in chunk:
-        chunk = ANSI_BYTES.sub(b"", chunk)
+def _reader(stream) -> Callable[[bytearray, int, int], int]:
+    """read_into(buf, at, size): up to `size` bytes from the stream into buf[at:]; 0 at the end."""
+    readinto = getattr(stream, "readinto", None)
+    if readinto is not None:
+        def read_into(buf: bytearray, at: int, size: int) -> int:
+            with memoryview(buf) as view:
+                return readinto(view[at : at + size]) or 0
+        return read_into
+
+    def read_copy(buf: bytearray, at: int, size: int) -> int:
+        data = stream.read(size)
+        buf[at : at + len(data)] = data
+        return len(data)
+    return read_copy
+
+
+def _scan_chunk(buf: bytearray, end: int, line_base: int, finder: _Candidates,
+                patterns: Sequence[ScanPattern], hits: dict) -> int:
+    """Check the candidate lines of buf[:end] (whole lines); return the line number after
+    them. Newlines are counted once: up to each candidate, then the rest."""
+    if buf.find(b"\x1b", 0, end) >= 0:
+        # Never removes a newline, so line numbers hold.
+        with memoryview(buf) as view:
+            chunk = ANSI_BYTES.sub(b"", view[:end])
+        end = len(chunk)
+    elif finder.zero_copy:
+        chunk = buf
+    else:
+        with memoryview(buf) as view:
+            chunk = bytes(view[:end])
     counted_to = 0
     line = line_base
     count = chunk.count
-    for start, end, idxs in finder.spans(chunk):
-        line += count(b"\n", counted_to, start)
+    for start, stop, idxs in finder.spans(chunk, end):
+        if start >= counted_to:
+            line += count(b"\n", counted_to, start)
+        else:  # a finder may come back to an earlier line (a second look for context patterns)
+            line -= count(b"\n", start, counted_to)
         counted_to = start
-        _check_line(chunk[start:end], line, idxs, patterns, hits, finder)
-    return line + count(b"\n", counted_to)
+        _check_line(chunk[start:stop], line, idxs, patterns, hits, finder)
+    return line + count(b"\n", counted_to, end)
 
 
 def _check_line(raw: bytes, line: int, idxs: Sequence[int] | None, patterns: Sequence[ScanPattern],
@@ -575,12 +691,12 @@ def _check_line(raw: bytes, line: int, idxs: Sequence[int] | None, patterns: Seq
     verifiers = finder.verifiers
     for i in (list(finder.active) if idxs is None else idxs):
         p = patterns[i]
-        search = verifiers[i].search
+        find = verifiers[i]
         for seg in segments:
-            m = search(seg)
-            if m is None:
+            found = find(seg)
+            if found is None:
                 continue
-            captures = m.groupdict()
+            start, end, captures = found
             if p.where is not None and not p.where(captures):
                 continue
             key = (p.group, p.role)
@@ -594,7 +710,7 @@ def _check_line(raw: bytes, line: int, idxs: Sequence[int] | None, patterns: Seq
                 rec.capture(captures)
             else:
                 seen_groups.add(key)
-                rec.add(_evidence(line, seg, m), captures)
+                rec.add(_evidence(line, seg, start, end), captures)
                 if rec.count >= HIT_CAP:
                     rec.capped = True
                     for j, q in enumerate(patterns):
@@ -603,8 +719,8 @@ def _check_line(raw: bytes, line: int, idxs: Sequence[int] | None, patterns: Seq
             break
 
 
-def _evidence(line: int, seg: str, m: re.Match) -> LineHit:
-    text, start, end = seg.strip("\n"), m.start(), m.end()
+def _evidence(line: int, seg: str, start: int, end: int) -> LineHit:
+    text = seg.strip("\n")
     if len(text) > MAX_EVIDENCE_CHARS:
         lo = max(0, min(start - 100, len(text) - MAX_EVIDENCE_CHARS))
         text = text[lo : lo + MAX_EVIDENCE_CHARS]
