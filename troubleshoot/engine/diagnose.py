@@ -129,13 +129,16 @@ _PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_0-9]+|\[\d+\])*$")
 
 def diagnose(rules: Iterable[Rule], scan: ScanResult | None, facts: Mapping | None = None) -> list[Diagnosis]:
     """The fired rules as diagnoses, refined, related and ranked best first."""
-    rules = list(rules)
+    return rank(fired(rules, scan, facts), scan.total_lines if scan else 0)
+
+
+def fired(rules: Iterable[Rule], scan: ScanResult | None, facts: Mapping | None = None) -> list[Diagnosis]:
+    """The fired rules as diagnoses (refined ones dropped), not yet related or ranked: what
+    several sources' results are merged from before ranking them together."""
     traces = [trace_rule(r, scan, facts) for r in rules]
-    fired = [t for t in traces if t.fired]
-    refined = {ref for t in fired for ref in t.rule.refines}
-    fired = [t for t in fired if t.rule.id not in refined]
-    diagnoses = [_diagnosis(t, facts) for t in fired]
-    return rank(diagnoses, scan.total_lines if scan else 0)
+    hits = [t for t in traces if t.fired]
+    refined = {ref for t in hits for ref in t.rule.refines}
+    return [_diagnosis(t, facts) for t in hits if t.rule.id not in refined]
 
 
 def _diagnosis(t: RuleTrace, facts: Mapping | None) -> Diagnosis:
@@ -223,8 +226,9 @@ def render_fix(ref, captures: Mapping[str, str], facts: Mapping | None) -> Fix:
     return Fix(fixer=ref.fixer, title=interpolate(ref.title, captures, facts), params=params)
 
 
-def rank(diagnoses: list[Diagnosis], total_lines: int) -> list[Diagnosis]:
-    """Causes before their consequences, then severity, then confidence weighted by recency."""
+def relate(diagnoses: list[Diagnosis], where: str = "the same log") -> list[Diagnosis]:
+    """Mark each diagnosis whose rule names a found symptom in `downstream_of` as its consequence
+    (confidence halved, a note says which)."""
     found = {}
     for d in diagnoses:
         found.setdefault(d.symptom, d)
@@ -235,8 +239,14 @@ def rank(diagnoses: list[Diagnosis], total_lines: int) -> list[Diagnosis]:
         if causes:
             names = ", ".join(f"{s} ({found[s].rule.id})" for s in causes)
             d = replace(d, confidence=round(d.confidence * DOWNSTREAM_FACTOR, 3), downstream_of_found=causes,
-                        notes=d.notes + (f"likely a consequence of {names}, found in the same log",))
+                        notes=d.notes + (f"likely a consequence of {names}, found in {where}",))
         adjusted.append(d)
+    return adjusted
+
+
+def rank(diagnoses: list[Diagnosis], total_lines: int) -> list[Diagnosis]:
+    """Causes before their consequences, then severity, then confidence weighted by recency."""
+    adjusted = relate(diagnoses)
 
     def key(d: Diagnosis):
         if d.last_line and total_lines:
