@@ -43,9 +43,9 @@ class Occurrence:
 
 def merge(occurrences: Sequence[Occurrence]) -> list[Diagnosis]:
     """One diagnosis per rule, related and ranked across every source."""
-    by_rule: dict[str, list[Occurrence]] = {}
-    for o in occurrences:
-        by_rule.setdefault(o.diagnosis.rule.id, []).append(o)
+    by_rule: dict[tuple, list[Occurrence]] = {}
+    for o in occurrences:  # an Xid rule gives one diagnosis per Xid code: kept apart
+        by_rule.setdefault((o.diagnosis.rule.id, (o.diagnosis.xid or {}).get("code")), []).append(o)
     merged: list[tuple[Diagnosis, tuple]] = []
     for occ in by_rule.values():
         occ.sort(key=Occurrence.key)
