@@ -218,3 +218,15 @@ def test_context_pattern_found_after_a_near_miss_in_the_same_chunk(backend):
     r = scan_text(log, [ctx, OOM], backend)
     got = r.get("r", "with_log:0")
     assert got is not None and got.first_line == 4
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_capped_pattern_that_hyperscan_rejects_stays_retired(backend, monkeypatch):
+    """`.*` matches the empty string: hyperscan refuses it and RE2 finds it; once capped it is
+    retired there too, across chunks."""
+    monkeypatch.setattr(scanner, "HIT_CAP", 5)
+    every = ScanPattern("every", "log", r".*")
+    data = "".join(f"step {i}\n" for i in range(300)) + "CUDA out of memory. Tried to allocate 1.00 GiB\n"
+    r = scan_stream(io.BytesIO(data.encode()), [every, OOM], backend, chunk_size=64)
+    assert r.get("every", "log").count == 5 and r.get("every", "log").capped
+    assert hits(r, "oom") == [(301, "CUDA out of memory. Tried to allocate 1.00 GiB")]

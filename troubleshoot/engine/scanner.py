@@ -252,6 +252,8 @@ class _Re2Candidates(_Candidates):
         self.dirty = False
 
     def spans(self, chunk: bytes, end: int):
+        if self.dirty:  # patterns retired since the last chunk (or by a caller that read ahead)
+            self._build()
         scan = chunk.translate(_CR_TO_LF) if b"\r" in chunk else chunk
         pos = 0
         while self.combined is not None and pos < len(scan):
