@@ -163,10 +163,12 @@ def _plugins(args):
 
 def _facts_sources(args, plugins) -> list:
     """Facts for a diagnosis: a saved snapshot, this machine's probes, or none (--no-probe)."""
-    from troubleshoot import pipeline, snapshot
+    from troubleshoot import pipeline
     from troubleshoot.sources import FactsSource
 
     if getattr(args, "snapshot", None):
+        from troubleshoot import snapshot
+
         loaded = snapshot.load(args.snapshot)
         for w in loaded.warnings:
             print(f"{PROG}: warning: {w}", file=sys.stderr)

@@ -74,7 +74,12 @@ def probe(python: str | None = None, plugins=None, on_result=None, ctx=None) -> 
             continue
         seen.add(p.name)
         unique.append(p)
-    return run_probes(unique, ctx, on_result)
+    if on_result is not None:
+        return run_probes(unique, ctx, on_result)
+    from troubleshoot.report.progress import ProbeProgress
+
+    with ProbeProgress([p.name for p in unique]) as progress:  # shown on a terminal after 0.5 s
+        return run_probes(unique, ctx, progress.on_result)
 
 
 def load_rules(rule_dirs: Sequence[str] = (), plugins=None) -> RuleSet:

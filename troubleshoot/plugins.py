@@ -56,20 +56,60 @@ def load_plugins(modules: Sequence[str] = (), entry_points: bool = True) -> Plug
 
 
 def _load_entry_points(plugins: Plugins) -> None:
+    for name, value in _entry_points():
+        if plugins.pm.has_plugin(name):
+            continue
+        try:
+            plugin = _load(value)
+        except Exception as exc:
+            plugins.problems.append(f"plugin {name} ({value}) failed to load: {type(exc).__name__}: {exc}")
+            continue
+        try:
+            plugins.pm.register(plugin, name=name)
+        except ValueError as exc:
+            plugins.problems.append(f"plugin {name}: {exc}")
+
+
+def _entry_points() -> list[tuple[str, str]]:
+    """(name, value) of the `troubleshoot` entry points. Reading every installed package's
+    metadata is a good part of a cold start, so the list is cached, keyed by the interpreter,
+    its search path and the modification time of each folder on it (installing, upgrading or
+    removing a package changes its folder's)."""
+    import json
+    import os
+
+    from troubleshoot import usercache
+
+    stamp = [sys.executable, sys.version, sys.path[0] if sys.path else None]
+    # sys.path[0] is the script's folder or the working directory: it changes all the time and
+    # holds no installed package, so only its name counts.
+    for entry in sys.path[1:]:
+        try:
+            stamp.append([entry, os.stat(entry or ".").st_mtime_ns])
+        except OSError:
+            stamp.append([entry, None])
+    cache = usercache.cache_dir("plugins") / "entry-points.json"
+    blob = usercache.read(cache)
+    try:
+        doc = json.loads(blob) if blob else None
+    except ValueError:
+        doc = None
+    if isinstance(doc, dict) and doc.get("stamp") == stamp and isinstance(doc.get("entry_points"), list):
+        return [(str(n), str(v)) for n, v in doc["entry_points"]]
     from importlib.metadata import entry_points
 
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if plugins.pm.has_plugin(ep.name):
-            continue
-        try:
-            plugin = ep.load()
-        except Exception as exc:
-            plugins.problems.append(f"plugin {ep.name} ({ep.value}) failed to load: {type(exc).__name__}: {exc}")
-            continue
-        try:
-            plugins.pm.register(plugin, name=ep.name)
-        except ValueError as exc:
-            plugins.problems.append(f"plugin {ep.name}: {exc}")
+    found = [(ep.name, ep.value) for ep in entry_points(group=ENTRY_POINT_GROUP)]
+    usercache.write(cache, json.dumps({"stamp": stamp, "entry_points": found}).encode())
+    return found
+
+
+def _load(value: str):
+    """What an entry point names: `package.module` or `package.module:attribute.path`."""
+    module, _, attr = value.split("[", 1)[0].partition(":")
+    obj = importlib.import_module(module.strip())
+    for part in attr.strip().split(".") if attr.strip() else ():
+        obj = getattr(obj, part)
+    return obj
 
 
 def warn(problems: Sequence[str]) -> None:

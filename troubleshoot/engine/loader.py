@@ -11,7 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from troubleshoot.engine import conditions, yamldoc
+from troubleshoot.engine import conditions
+from troubleshoot.engine.lazy import lazy_module
+
+# YAML is parsed only when a rule file changed (see load_rule_file): most runs never import it.
+yamldoc = lazy_module("troubleshoot.engine.yamldoc")
 from troubleshoot.engine.scanner import re2_available, re2_compatible
 from troubleshoot.errors import Problem
 from troubleshoot.model import (SEVERITIES, Condition, ContextNote, Examples, FixRef, LogPattern, Origin, Rule,
@@ -43,6 +47,9 @@ def load_taxonomy(path: Path) -> dict[str, str]:
     """Symptom ids and descriptions; a broken taxonomy is a hard error (nothing can be checked)."""
     from troubleshoot.errors import TroubleshootError
 
+    cached = _taxonomy_cache(path)
+    if cached is not None:
+        return cached
     try:
         data, _ = yamldoc.load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
@@ -51,7 +58,35 @@ def load_taxonomy(path: Path) -> dict[str, str]:
         raise TroubleshootError(f"{path}:{exc.line}: {exc.message}") from None
     if not isinstance(data, dict) or not isinstance(data.get("symptoms"), dict):
         raise TroubleshootError(f"{path}: expected a mapping with a 'symptoms:' mapping")
-    return {str(k): str(v) for k, v in data["symptoms"].items()}
+    taxonomy = {str(k): str(v) for k, v in data["symptoms"].items()}
+    _taxonomy_cache(path, taxonomy)
+    return taxonomy
+
+
+def _taxonomy_cache(path: Path, taxonomy: dict[str, str] | None = None) -> dict[str, str] | None:
+    """The parsed taxonomy of an unchanged file (JSON keyed by path, size and mtime); with
+    `taxonomy`, store it."""
+    import json
+
+    from troubleshoot import usercache
+
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    stamp = [str(path.resolve()), st.st_size, st.st_mtime_ns]
+    cache = usercache.cache_dir("rules") / "taxonomy.json"
+    if taxonomy is not None:
+        usercache.write(cache, json.dumps({"stamp": stamp, "symptoms": taxonomy}).encode())
+        return taxonomy
+    blob = usercache.read(cache)
+    try:
+        doc = json.loads(blob) if blob else None
+    except ValueError:
+        return None
+    if isinstance(doc, dict) and doc.get("stamp") == stamp and isinstance(doc.get("symptoms"), dict):
+        return {str(k): str(v) for k, v in doc["symptoms"].items()}
+    return None
 
 
 def _cache_file(path: Path) -> Path:

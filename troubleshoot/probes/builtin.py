@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from troubleshoot.hookspecs import hookimpl
-from troubleshoot.probes import cuda, docker, frameworks, host, io, kernel, nvml
-from troubleshoot.probes.base import Probe
 
 
 @hookimpl
 def troubleshoot_probes():
+    # Imported here, not at registration: `diagnose --no-probe` loads plugins but no probe.
+    from troubleshoot.probes import cuda, docker, frameworks, host, io, kernel, nvml
+    from troubleshoot.probes.base import Probe
+
     return [
         Probe("host", host.host, timeout=2, title="Host"),
         Probe("env", host.env, timeout=1, title="Environment"),

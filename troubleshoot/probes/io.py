@@ -1,5 +1,6 @@
-"""System and IO: CPUs, memory and its cgroup limit, open-files limit, /dev/shm, tmpfs,
-iowait and IO pressure sampled over a short window, per-disk throughput."""
+"""System and IO: CPUs, memory and its cgroup limit, open-files limit, /dev/shm, tmpfs, and IO
+pressure from the kernel's averages (/proc/pressure/io); where the kernel has none, iowait and
+per-disk throughput sampled over a short window instead."""
 
 from __future__ import annotations
 
@@ -29,15 +30,21 @@ def probe(ctx: ProbeContext) -> dict:
     shm = next((m for m in mounts if m["mountpoint"] == "/dev/shm"), None)
     out["shm_size_mib"], out["shm_used_mib"] = _fs_size(ctx, "/dev/shm") if shm or ctx.path("/dev/shm").exists() else (None, None)
 
+    psi = ctx.read("/proc/pressure/io")
+    pressure = _pressure(psi)
+    out["pressure_some_avg10"] = pressure.get("some")
+    out["pressure_full_avg10"] = pressure.get("full")
+    if pressure:
+        # The kernel already averages IO stalls over 10 s: no need to sleep for a sample (which
+        # would be most of a probe's time), so no sampled iowait or disk throughput either.
+        out["iowait_pct"] = out["sample_seconds"] = out["disks"] = None
+        return out
     stat0, disk0 = ctx.read("/proc/stat"), _diskstats(ctx)
     ctx.sleep(ctx.sample_seconds)
     stat1, disk1 = ctx.read("/proc/stat"), _diskstats(ctx)
     out["iowait_pct"] = _iowait(stat0, stat1)
     out["sample_seconds"] = ctx.sample_seconds
     out["disks"] = _throughput(disk0, disk1, ctx.sample_seconds)
-    pressure = _pressure(ctx.read("/proc/pressure/io"))
-    out["pressure_some_avg10"] = pressure.get("some")
-    out["pressure_full_avg10"] = pressure.get("full")
     return out
 
 

@@ -102,7 +102,8 @@ def render(snap: dict) -> str:
     out.append(f"system:     {_v(io.get('cpu_count'))} CPUs · RAM {_v(io.get('mem_available_mib'))}/{_v(io.get('mem_total_mib'))} MiB free"
                f" · cgroup limit {_v(io.get('cgroup_memory_limit_mib'), ' MiB') if io.get('cgroup_memory_limit_mib') else 'none'}"
                f" · /dev/shm {_v(io.get('shm_size_mib'), ' MiB')} · open files {_v(io.get('nofile_soft'))}")
-    out.append(f"io:         iowait {_v(io.get('iowait_pct'), '%')} · IO pressure (some, 10 s) {_v(io.get('pressure_some_avg10'), '%')}")
+    iowait = f"iowait {_v(io.get('iowait_pct'), '%')} · " if io.get("iowait_pct") is not None else ""
+    out.append(f"io:         {iowait}IO pressure (some, 10 s) {_v(io.get('pressure_some_avg10'), '%')}")
     env = snap.get("env") or {}
     if env:
         out.append("env:        " + " ".join(f"{k}={v}" for k, v in env.items()))

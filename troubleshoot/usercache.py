@@ -1,0 +1,55 @@
+"""Per-user cache files (compiled scan databases, framework facts): where they live and when one
+may be trusted.
+
+A cache file is read only when it and its folder belong to this user and nobody else can write
+them: what is in it decides diagnoses (and, for a scan database, is bytes native code reads).
+Anything else is treated as missing, and a write that fails only costs the next run time.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def cache_dir(name: str) -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "troubleshoot" / name
+
+
+def _owned_private(p: Path) -> bool:
+    try:
+        st = os.stat(p, follow_symlinks=False)
+    except OSError:
+        return False
+    return st.st_uid == os.getuid() and not st.st_mode & 0o022
+
+
+def trusted(path: Path) -> bool:
+    """Owned by this user and writable by nobody else (the file and its folder)."""
+    return _owned_private(path.parent) and _owned_private(path)
+
+
+def read(path: Path) -> bytes | None:
+    """The file's bytes when it is trusted, else None."""
+    if not trusted(path):
+        return None
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def write(path: Path, data: bytes) -> None:
+    """Atomically, mode 0600, in a 0700 folder of this user's; never raises."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not _owned_private(path.parent):
+            return
+        from troubleshoot.fixes.files import atomic_write
+
+        atomic_write(path, data)
+        os.chmod(path, 0o600)
+    except Exception:
+        pass
