@@ -186,3 +186,29 @@ def test_example_failures_name_rule_and_example(rules_dir):
     assert any("rule 'wrong-examples': examples.match[0] should fire but did not" in m for m in msgs)
     assert any("examples.no_match[0] should not fire but did" in m for m in msgs)
     assert all(":8:" in m or ":9:" in m for m in msgs)
+
+
+def test_where_judges_each_line_by_the_captures_it_reads(rules_dir):
+    text = textwrap.dedent("""\
+    - id: gpu-step-slow
+      symptom: cuda-oom
+      title: t
+      severity: warning
+      match:
+        log: ['step (?P<step>\\d+) gpu(?P<gpu>\\d+) (?P<kind>\\w+)']
+        where: ['log.kind == "slow" and number(log.gpu) > 0']
+      explain: x
+      examples: {match: ["step 1 gpu1 slow"], no_match: ["step 1 gpu0 slow"]}
+    """)
+    rs = load(rules_dir, text)
+    pats = scan_patterns(rs.rules)
+    keep = pats[0].where
+    # The same verdict, fresh or remembered, whatever the captures it does not read.
+    for _ in range(2):
+        assert keep({"step": "1", "gpu": "1", "kind": "slow"}) is True
+        assert keep({"step": "2", "gpu": "0", "kind": "slow"}) is False
+        assert keep({"step": "3", "gpu": "1", "kind": "fast"}) is False
+        assert keep({"step": "4", "gpu": None, "kind": "slow"}) is False
+    log = "".join(f"step {i} gpu{i % 3} {'slow' if i % 2 else 'fast'}\n" for i in range(60))
+    (d,) = run(rs, log)
+    assert d.count == sum(1 for i in range(60) if i % 2 and i % 3)

@@ -162,3 +162,21 @@ def test_pid_watches_a_running_job(tmp_path):
     job.wait()
     assert p.returncode == 0
     assert b"gpu-memory-leak" in p.stdout
+
+
+def test_watcher_reads_throughput_cheaply_and_at_most_every_quarter_second(monkeypatch):
+    import os
+
+    from troubleshoot.run import watch
+
+    clock = [100.0]
+    monkeypatch.setattr(watch.time, "monotonic", lambda: clock[0])
+    w = watch.Watcher(os.getpid())
+    for i in range(1000):  # a chatty job without rates: nothing to read
+        w.feed(f"step {i} loss 0.{i}\n".encode())
+    assert not w.throughput
+    w.feed(b"Epoch 1: 10%|#| 37/370 [00:05<00:45, 7.25it/s]\rEpoch 1: 11%|#| 41/370 [00:05<00:44, 7.31it/s]")
+    w.feed(b"Epoch 1: 12%|#| 45/370 [00:05<00:44, 9.99it/s]")  # same instant: skipped
+    clock[0] += watch.READING_GAP
+    w.feed(b"{'train_runtime': 3.1, 'train_samples_per_second': 1.0} 812.5 samples/sec\n")
+    assert [v for _, v in w.throughput] == [7.31, 812.5]

@@ -176,6 +176,10 @@ def test_prefilter_forms_only_widen():
     assert prefilter_source(r"a|b") == r"a|b" and prefilter_source(r"x?") == r"x?"
     assert prefilter_source(r"(?:ab)+c") == r"abc" and prefilter_source(r"a{2,5}b{3}") == r"a{2}b{3}"
     assert prefilter_source(r"(a)x\1") == r"(a)x\1"  # a back-reference keeps its group
+    # Across a wide gap only the part with the longest literal is looked for.
+    assert prefilter_source(r"(?i:nccl).*unhandled system error") == r"unhandled system error"
+    assert prefilter_source(r"(?i)cuda\S* .*misaligned address") == r"(?i)misaligned address"
+    assert prefilter_source(r"Channel \d+ : \d+ via SHM/") == r"Channel \d+ : \d+ via SHM/"  # narrow gaps stay
 
 
 @pytest.mark.parametrize("pattern,text", [
@@ -188,6 +192,7 @@ def test_prefilter_forms_only_widen():
     (r"[–—] sep", "— sep"),
     (r"(?i)(?P<maxp>max )?allocated: (?P<used>\d+(?:\.\d+)?)\s*(?:GiB)?", "Max ALLOCATED: 12.5 GiB"),
     (r"\btimeout\b after (?P<s>\d+)s(?!ec)", "timeout after 30s"),
+    (r"(?i:nccl) .* unhandled system error", "NCCL WARN x unhandled system error"),
 ])
 def test_prefilter_form_matches_wherever_the_pattern_does(pattern, text):
     """The form, read as a bytes regex (as hyperscan reads it), finds every line the pattern

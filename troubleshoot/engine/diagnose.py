@@ -14,6 +14,7 @@ from troubleshoot.model import SEVERITIES, Diagnosis, Evidence, Fix, Rule
 LOG_ROLE = "log"
 WITHOUT_ROLE = "without_log"
 DOWNSTREAM_FACTOR = 0.5
+MEMO_LIMIT = 4096  # distinct capture values whose `where` verdict a line filter remembers
 
 
 def with_role(i: int) -> str:
@@ -30,7 +31,29 @@ def line_filter(rule: Rule):
         env = {"log": {k: v for k, v in captures.items() if v is not None}}
         return all(conditions.evaluate(t, env) is True for t in trees)
 
-    return keep
+    # The answer depends only on the captures the conditions read: remembered per distinct
+    # value of those, so a line printed every step is judged once, not once per line.
+    names: list[str] = []
+    for t in trees:
+        for path in conditions.paths(t):
+            head, _, rest = path.partition(".")
+            name = re.split(r"[.\[]", rest, maxsplit=1)[0]
+            if head != "log" or not name:
+                return keep  # reads something else as well: no memo
+            if name not in names:
+                names.append(name)
+    memo: dict[tuple, bool] = {}
+
+    def keep_memo(captures: dict) -> bool:
+        key = tuple(captures.get(n) for n in names)
+        found = memo.get(key)
+        if found is None:
+            found = keep(captures)
+            if len(memo) < MEMO_LIMIT:
+                memo[key] = found
+        return found
+
+    return keep_memo
 
 
 def scan_patterns(rules: Iterable[Rule]) -> list[ScanPattern]:

@@ -18,6 +18,8 @@ import os
 import re
 from pathlib import Path
 
+from troubleshoot import usercache
+
 try:  # wheels bundle the library on x86_64 Linux; everything works without it
     import hyperscan as _hs
 except ImportError:  # pragma: no cover - exercised where the wheel is absent
@@ -234,7 +236,46 @@ def trim_edges(source: str) -> str:
     trimmed = _trim(_trim(elems, False), True)
     if not trimmed:
         return source  # only optional parts: hyperscan will refuse it, RE2 takes it
+    best = _best_segment(trimmed)
+    if best is not None:
+        trimmed = _trim(_trim(best, False), True) or trimmed
     return prefix + "".join(a + (q.group(0) if q else "") for a, q in trimmed)
+
+
+_SPECIAL = set(".^$*+?{}[]()|\\")
+MIN_SEGMENT_LITERAL = 6
+
+
+def _literal_run(elems: list) -> int:
+    """The longest run of literal characters in a sequence of elements."""
+    best = run = 0
+    for atom, q in elems:
+        literal = q is None and ((len(atom) == 1 and atom not in _SPECIAL)
+                                 or (len(atom) == 2 and atom[0] == "\\" and not atom[1].isalnum()))
+        run = run + 1 if literal else 0
+        best = max(best, run)
+    return best
+
+
+def _best_segment(elems: list) -> list | None:
+    r"""Of the parts between wide unbounded repeats (`.*`, `\S+`, `[^:]*`), the one with the
+    longest literal: every match contains a match of each part, and one part alone spares
+    hyperscan tracking, across a whole line, that the part before it was seen (`nccl.*unhandled
+    system error` is looked for as `unhandled system error`). None: keep the whole pattern."""
+    segments, current = [], []
+    for atom, q in elems:
+        text = q.group(0) if q else ""
+        unbounded = text[:1] in ("*", "+") or (text[:1] == "{" and q.group(2) and not q.group(3))
+        if unbounded and (atom == "." or atom.startswith("[^") or atom in _WIDE_ESCAPES):
+            segments.append(current)
+            current = []
+        else:
+            current.append((atom, q))
+    segments.append(current)
+    if len(segments) < 2:
+        return None
+    best = max(segments, key=_literal_run)
+    return best if _literal_run(best) >= MIN_SEGMENT_LITERAL else None
 
 
 def _class_end(source: str, i: int) -> int:
@@ -267,7 +308,7 @@ def _flags(single: bool) -> int:
 
 
 # Part of the cache key: bump it whenever prefilter_source changes what it makes of a pattern.
-FORMS_VERSION = 2
+FORMS_VERSION = 3
 
 
 def _key(sources: list[str], single: frozenset[int]) -> str:
@@ -280,24 +321,6 @@ def _key(sources: list[str], single: frozenset[int]) -> str:
     return h.hexdigest()[:32]
 
 
-def _cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "troubleshoot" / "hyperscan"
-
-
-def _trusted(path: Path) -> bool:
-    """Owned by this user and writable by nobody else (the file and its folder)."""
-    uid = os.getuid()
-    try:
-        for p in (path.parent, path):
-            st = os.stat(p, follow_symlinks=False)
-            if st.st_uid != uid or st.st_mode & 0o022:
-                return False
-    except OSError:
-        return False
-    return True
-
-
 def _compile(sources: list[str], ids: list[int], single: frozenset[int]):
     db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
     db.compile(expressions=[sources[i].encode("utf-8", "surrogatepass") for i in ids], ids=ids,
@@ -307,10 +330,10 @@ def _compile(sources: list[str], ids: list[int], single: frozenset[int]):
 
 @functools.lru_cache(maxsize=8)
 def _database_cached(key: str, sources: tuple[str, ...], single: frozenset[int], compile_if_missing: bool):
-    path = _cache_dir() / f"{key}.hsdb"
-    if _trusted(path):
+    path = usercache.cache_dir("hyperscan") / f"{key}.hsdb"
+    blob = usercache.read(path)
+    if blob is not None:
         try:
-            blob = path.read_bytes()
             rejected = set()
             head, _, body = blob.partition(b"\n")
             if head.startswith(b"rejected:"):
@@ -346,24 +369,10 @@ def _database_cached(key: str, sources: tuple[str, ...], single: frozenset[int],
 
 def _save(path: Path, db, rejected: set[int]) -> None:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if not _trusted_dir(path.parent):
-            return
-        from troubleshoot.fixes.files import atomic_write
-
         head = b"rejected:" + ",".join(str(i) for i in sorted(rejected)).encode() + b"\n"
-        atomic_write(path, head + _hs.dumpb(db))
-        os.chmod(path, 0o600)
+        usercache.write(path, head + _hs.dumpb(db))
     except Exception:
-        pass  # a read-only cache only costs the next run a compile
-
-
-def _trusted_dir(d: Path) -> bool:
-    try:
-        st = os.stat(d, follow_symlinks=False)
-    except OSError:
-        return False
-    return st.st_uid == os.getuid() and not st.st_mode & 0o022
+        pass  # a database hyperscan cannot serialise only costs the next run a compile
 
 
 def database(sources: list[str], compile_if_missing: bool = True, single: frozenset[int] = frozenset()):

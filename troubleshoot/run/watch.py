@@ -17,6 +17,7 @@ from typing import Callable
 
 SPARK = "▁▂▃▄▅▆▇█"
 MAX_SAMPLES = 3600  # an hour at 1/s; older samples are thinned, never unbounded
+READING_GAP = 0.25  # seconds between two throughput readings of the job's output
 THROUGHPUT = re.compile(rb"(\d+(?:\.\d+)?)\s*(it/s|its/s|samples/s|samples/sec|examples/sec|tokens/s|img/s)")
 
 
@@ -102,6 +103,7 @@ class Watcher:
         self.interval = interval
         self.samples: deque[Sample] = deque(maxlen=MAX_SAMPLES)
         self.throughput: deque[tuple[float, float]] = deque(maxlen=MAX_SAMPLES)
+        self._next_reading = 0.0
         self.on_sample = on_sample
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="troubleshoot-watch", daemon=True)
@@ -121,12 +123,25 @@ class Watcher:
         self._thread.join(timeout=5)
 
     def feed(self, data: bytes) -> None:
-        """Output of the job, to read its throughput lines (it/s, samples/s)."""
-        for m in THROUGHPUT.finditer(data[-4096:]):
-            try:
-                self.throughput.append((time.monotonic() - self.started, float(m.group(1))))
-            except ValueError:
-                pass
+        """Output of the job, to read its throughput lines (it/s, samples/s). Called for every
+        read of a job that may print a million lines: a reading is taken at most every
+        READING_GAP seconds, and the regex only runs where the bytes hold a rate at all."""
+        now = time.monotonic()
+        if now < self._next_reading:
+            return
+        tail = data[-4096:]
+        if b"/s" not in tail:  # every unit THROUGHPUT knows is "<unit>/s..."
+            return
+        last = None
+        for last in THROUGHPUT.finditer(tail):
+            pass
+        if last is None:
+            return
+        try:
+            self.throughput.append((now - self.started, float(last.group(1))))
+        except ValueError:
+            return
+        self._next_reading = now + READING_GAP
 
     def _init_nvml(self) -> None:
         if self._nvml is None:

@@ -29,6 +29,8 @@ from troubleshoot.errors import TroubleshootError
 
 FORWARDED = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGINT)
 READ = 65536
+TRICKLE = 1024  # a read smaller than this means the job is writing in dribbles...
+TRICKLE_PAUSE = 0.001  # ...so wait this long (seconds) for more before the next read
 
 
 @dataclass
@@ -147,6 +149,7 @@ def _pump(sources: dict[int, int], log: BinaryIO, on_output) -> None:
             events = sel.select()
         except InterruptedError:  # pragma: no cover
             continue
+        got = 0
         for key, _ in events:
             fd = key.fd
             try:
@@ -162,10 +165,16 @@ def _pump(sources: dict[int, int], log: BinaryIO, on_output) -> None:
                 sel.unregister(fd)
                 open_fds.discard(fd)
                 continue
+            got += len(data)
             _write_all(sources[fd], data)
             log.write(data)
             if on_output:
                 on_output(data)
+        if 0 < got < TRICKLE:
+            # A job writing line by line (unbuffered, or on a terminal) would wake us once per
+            # line: a millisecond's pause lets its lines gather, so a million of them cost a few
+            # thousand wake-ups. A job writing faster fills the buffer and is read at once.
+            time.sleep(TRICKLE_PAUSE)
     sel.close()
 
 
