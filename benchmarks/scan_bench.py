@@ -1,21 +1,26 @@
 #!/usr/bin/env python3
-"""Scan benchmark: troubleshoot against GNU grep over the same patterns, in one run.
+"""Speed benchmark: troubleshoot against references measured in the same run.
 
-    python benchmarks/scan_bench.py                 # 1 GiB log, 3 runs each
-    python benchmarks/scan_bench.py --size-mb 100 --runs 5
+    python benchmarks/scan_bench.py                    # everything (about 10 minutes on 2 cores)
+    python benchmarks/scan_bench.py --quick            # cold start, probe, run wrapper only
+    python benchmarks/scan_bench.py --size-mb 100 --rss-sizes 20 --engines hyperscan,re2
 
-Generates (once, cached under benchmarks/data/) a realistic training log: tqdm progress bars
-with \\r, metric lines, warnings, NCCL INFO, Python tracebacks and a few real error signatures
-near the end. Then prints, for the same file and the shipped rules' patterns:
-  - `LC_ALL=C grep -E -c -f patterns` (output to a file: GNU grep stops at the first match when
-    its output is /dev/null), its wall time and MB/s;
-  - `troubleshoot diagnose --no-probe --format json` as a child process: wall time, MB/s, peak RSS;
-  - the ratio troubleshoot/grep throughput, and whether both found the same lines;
-  - cold start of `diagnose` on a 10 KB log next to `python -c pass`;
-  - `troubleshoot probe` wall time;
-  - `troubleshoot run` overhead on a job that prints 100k lines (watcher on), and the watcher's
-    own CPU use while a job sleeps.
-`--quick` skips the large-log scan (for the other figures alone).
+Generates once, under benchmarks/data/ (ignored by git), two realistic training logs of
+--size-mb: a quiet one (tqdm bars with \\r, metric lines, NCCL INFO, warnings, ANSI colour,
+tracebacks, six real errors near the end) and a hit-dense one (the same, plus a matching line
+every hundred: apex "Gradient overflow", DeepSpeed "OVERFLOW!", Megatron memory reports and
+NCCL "via SHM" channel lines, as mixed-precision multi-GPU runs print them). Then prints:
+
+  - scan: `LC_ALL=C grep -E -c -f` over the shipped rules' exported patterns, and
+    `troubleshoot diagnose --no-probe --format json` with each scan engine forced in turn
+    ($TROUBLESHOOT_SCAN_ENGINE = hyperscan, re2, re); CPU seconds (user+sys) and wall time,
+    medians of --runs; throughput ratios against grep; matching lines found by each;
+  - peak RSS of `diagnose` at --rss-sizes (default 20, 200 and 1024 MB);
+  - cold start of `diagnose --no-probe` on a 10 KB log next to `python -c pass`;
+  - `troubleshoot probe` wall time (and whether torch is installed);
+  - `troubleshoot run` on a job printing 1M short lines next to the job run directly, and the
+    wrapper's CPU while a job sleeps.
+GNU grep whose stdout is /dev/null stops at the first match, so its output goes to a file.
 """
 
 from __future__ import annotations
@@ -29,10 +34,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"
+ENGINES = ("hyperscan", "re2", "re")
+
 
 ERROR_TAIL = [
     "[rank3]:[E1102 09:14:07.112 ProcessGroupNCCL.cpp:607] [Rank 3] Watchdog caught collective operation timeout: "
@@ -97,162 +105,284 @@ def generate(path: Path, size_mb: int, seed: int = 1) -> None:
     tmp.replace(path)
 
 
+DENSE_HITS = [
+    # apex amp (NVIDIA/apex#318), DeepSpeed's loss scaler, Megatron-LM's report_memory, NCCL INFO
+    "Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to {scale}",
+    "[2023-02-28 20:08:{s:02d},113] [INFO] [stage_1_and_2.py:1769:step] [deepspeed] OVERFLOW! Rank {rank} Skipping step. "
+    "Attempted loss scale: {scale}, reducing to {half}",
+    "[Rank {rank}] (after {it} iterations) memory (MB) | allocated: {alloc} | max allocated: 11253.28662109375 | "
+    "reserved: 12266.0 | max reserved: 12266.0",
+    "node0:13572:13572 [{rank}] NCCL INFO Channel {ch:02d} : {rank}[{rank}] -> 0[0] via SHM/direct/direct",
+]
+
+
+def generate_dense(path: Path, size_mb: int, seed: int = 5, every: int = 100) -> None:
+    """The quiet log's noise with a matching line every `every` lines (thousands per 100 MB)."""
+    rnd = random.Random(seed)
+    lines = []
+    for i, noise in enumerate(_noise_lines(rnd, 40_000)):
+        lines.append(noise)
+        if i % every == 0:
+            scale = 2.0 ** rnd.randrange(4, 17)
+            lines.append(rnd.choice(DENSE_HITS).format(scale=scale, half=scale / 2, rank=rnd.randrange(8),
+                                                       s=i % 60, it=i, alloc=6532.93 + i % 97, ch=i % 32))
+    block = ("\n".join(lines) + "\n").encode()
+    target = size_mb << 20
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "wb") as f:
+        written = 0
+        while written + len(block) <= target:
+            f.write(block)
+            written += len(block)
+        piece = block[: target - written]
+        f.write(piece[: piece.rfind(b"\n") + 1])
+    tmp.replace(path)
+
+
 # Linux counts the RSS a process had at fork() into its child's ru_maxrss, so a big parent (a
-# test runner that imported torch) would inflate the figure: a small launcher runs the command.
+# test runner that imported torch) would inflate the figure: a small launcher runs the command
+# and reports the command's own peak RSS, CPU seconds and wall time.
 _LAUNCHER = (
-    "import resource, subprocess, sys\n"
+    "import resource, subprocess, sys, time\n"
+    "t = time.perf_counter()\n"
     "rc = subprocess.call(sys.argv[1:])\n"
-    "sys.stderr.write('\\nMAXRSS_KIB=%d\\n' % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+    "wall = time.perf_counter() - t\n"
+    "u = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+    "sys.stderr.write('\\nMAXRSS_KIB=%d CPU_S=%.4f WALL_S=%.4f\\n' % (u.ru_maxrss, u.ru_utime + u.ru_stime, wall))\n"
     "sys.exit(rc)\n"
 )
+
+
+@dataclass
+class Run:
+    wall: float  # seconds
+    cpu: float  # user + system seconds of the command and its children
+    rss_kib: int  # the command's peak RSS
+    proc: subprocess.CompletedProcess
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """The environment of measured commands: bytecode written and reused as after `pip install`
+    (PYTHONDONTWRITEBYTECODE would make every start compile every module)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.update(extra)
+    return env
+
+
+def measure(cmd: list[str], stdout=subprocess.DEVNULL, env=None) -> Run:
+    env = child_env() if env is None else env
+    proc = subprocess.run([sys.executable, "-c", _LAUNCHER, *cmd], stdout=stdout, stderr=subprocess.PIPE, env=env)
+    err, _, tail = proc.stderr.rpartition(b"\nMAXRSS_KIB=")
+    fields = dict(f.split("=") for f in ("MAXRSS_KIB=" + tail.decode().strip()).split())
+    return Run(float(fields.get("WALL_S", 0)), float(fields.get("CPU_S", 0)), int(fields.get("MAXRSS_KIB", 0)),
+               subprocess.CompletedProcess(cmd, proc.returncode, None, err))
 
 
 def timed(cmd: list[str], stdout=subprocess.DEVNULL, env=None, rss: bool = True) -> tuple[float, int, subprocess.CompletedProcess]:
     """Wall seconds and the command's own peak RSS in KiB (0 with rss=False: no launcher, for
     start-up timings where the launcher's own start would blur the figure), for one run."""
+    if rss:
+        r = measure(cmd, stdout, env)
+        return r.wall, r.rss_kib, r.proc
     start = time.perf_counter()
-    argv = [sys.executable, "-c", _LAUNCHER, *cmd] if rss else cmd
-    proc = subprocess.run(argv, stdout=stdout, stderr=subprocess.PIPE, env=env)
+    proc = subprocess.run(cmd, stdout=stdout, stderr=subprocess.PIPE, env=env)
+    return time.perf_counter() - start, 0, proc
+
+
+def cpu_of(cmd: list[str], env=None) -> tuple[float, float]:
+    """(wall, CPU seconds) of one run without a launcher (for start-up timings)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env or child_env())
     wall = time.perf_counter() - start
-    if not rss:
-        return wall, 0, proc
-    err, _, tail = proc.stderr.rpartition(b"\nMAXRSS_KIB=")
-    return wall, int(tail.strip() or 0), subprocess.CompletedProcess(cmd, proc.returncode, None, err)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def matched_lines_troubleshoot(log: Path) -> int:
-    """Distinct lines on which any shipped log pattern matches, by troubleshoot's own scanner."""
+def matched_lines(log: Path, engine: str | None = None) -> int:
+    """Distinct lines on which any shipped log pattern matches, by troubleshoot's own scanner
+    (the hit cap lifted: every line counts, as in grep -c)."""
+    from troubleshoot.engine import scanner
     from troubleshoot.engine.ruleset import load_ruleset
-    from troubleshoot.engine.scanner import ScanPattern, scan_stream
 
     rs = load_ruleset(use_config=False)
-    pats = [ScanPattern("all", "log", p.regex) for r in rs.rules for p in r.log]
-    with open(log, "rb") as f:
-        res = scan_stream(f, pats)
+    pats = [scanner.ScanPattern("all", "log", p.regex) for r in rs.rules for p in r.log]
+    cap, scanner.HIT_CAP = scanner.HIT_CAP, 1 << 62
+    try:
+        with open(log, "rb") as f:
+            res = scanner.scan_stream(f, pats, engine)
+    finally:
+        scanner.HIT_CAP = cap
     h = res.get("all", "log")
     return h.count if h else 0
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--size-mb", type=int, default=1024)
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--log", type=Path, help="use this log instead of generating one")
-    ap.add_argument("--quick", action="store_true", help="skip the large-log scan")
-    args = ap.parse_args()
-    if args.quick:
-        cold_start(Path(tempfile.mkdtemp()))
-        other_figures()
-        return 0
+# Kept for callers of the earlier name.
+matched_lines_troubleshoot = matched_lines
 
+
+def data_log(kind: str, size_mb: int) -> Path:
     DATA.mkdir(exist_ok=True)
-    log = args.log or DATA / f"train-{args.size_mb}mb.log"
-    if not log.exists():
+    path = DATA / (f"train-{size_mb}mb.log" if kind == "quiet" else f"dense-{size_mb}mb.log")
+    if not path.exists():
         t = time.perf_counter()
-        generate(log, args.size_mb)
-        print(f"generated {log} in {time.perf_counter() - t:.1f}s")
-    size = log.stat().st_size
-    mb = size / 1e6
+        (generate if kind == "quiet" else generate_dense)(path, size_mb)
+        print(f"(generated {path.name} in {time.perf_counter() - t:.1f} s)", file=sys.stderr)
+    return path
 
-    tmp = Path(tempfile.mkdtemp())
+
+def engines_available() -> dict[str, bool]:
+    from troubleshoot.engine import scanner
+
+    return {"hyperscan": scanner.hyperscan_available(), "re2": scanner.re2_available(), "re": True}
+
+
+def diagnose_cmd(log: Path) -> list[str]:
+    return [sys.executable, "-m", "troubleshoot", "diagnose", "--no-probe", "--format", "json", "--log", str(log)]
+
+
+def scan_table(logs: dict[str, Path], engines: list[str], runs: int, tmp: Path) -> list[str]:
     pats = tmp / "patterns.ere"
     p = subprocess.run([sys.executable, "-m", "troubleshoot", "rules", "patterns"], capture_output=True, check=True)
     pats.write_bytes(p.stdout)
     n_patterns = len(p.stdout.splitlines())
-    env_c = dict(os.environ, LC_ALL="C")
+    available = engines_available()
+    rows = ["| log | engine | CPU s | wall s | MB/s (CPU) | × grep (CPU) | × grep (wall) | peak RSS | lines |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for kind, log in logs.items():
+        mb = log.stat().st_size / 1e6
+        grep_runs = []
+        for _ in range(runs):
+            with open(tmp / "grep.out", "wb") as out:
+                r = measure(["grep", "-E", "-c", "-f", str(pats), str(log)], stdout=out, env=child_env(LC_ALL="C"))
+            if r.proc.returncode not in (0, 1):
+                raise SystemExit(f"grep failed: {r.proc.stderr.decode()[-300:]}")
+            grep_runs.append(r)
+        g_cpu = statistics.median(r.cpu for r in grep_runs)
+        g_wall = statistics.median(r.wall for r in grep_runs)
+        grep_lines = int((tmp / "grep.out").read_text().strip() or 0)
+        rows.append(f"| {kind} {mb:.0f} MB | GNU grep -E -c (LC_ALL=C) | {g_cpu:.2f} | {g_wall:.2f} | {mb / g_cpu:.0f} "
+                    f"| 1.00 | 1.00 | - | {grep_lines} |")
+        for engine in engines:
+            if not available.get(engine):
+                rows.append(f"| {kind} {mb:.0f} MB | troubleshoot [{engine}] | not installed | | | | | | |")
+                continue
+            env = child_env(TROUBLESHOOT_SCAN_ENGINE=engine)
+            measure(diagnose_cmd(log), env=env)  # first run: compiles and caches what the engine caches
+            ts = []
+            for _ in range(runs if engine != "re" else 1):
+                with open(tmp / "ts.json", "wb") as out:
+                    r = measure(diagnose_cmd(log), stdout=out, env=env)
+                if r.proc.returncode != 0:
+                    raise SystemExit(f"troubleshoot failed: {r.proc.stderr.decode()[-300:]}")
+                ts.append(r)
+            cpu = statistics.median(r.cpu for r in ts)
+            wall = statistics.median(r.wall for r in ts)
+            lines = matched_lines(log, engine)
+            same = "" if lines == grep_lines else " (≠ grep)"
+            note = "" if engine != "re" or runs == 1 else " ¹"
+            rows.append(f"| {kind} {mb:.0f} MB | troubleshoot diagnose [{engine}]{note} | {cpu:.2f} | {wall:.2f} "
+                        f"| {mb / cpu:.0f} | {g_cpu / cpu:.2f} | {g_wall / wall:.2f} "
+                        f"| {max(r.rss_kib for r in ts) / 1024:.0f} MB | {lines}{same} |")
+    rows.append("")
+    rows.append(f"{n_patterns} patterns (`troubleshoot rules patterns`); medians of {runs} runs after a first "
+                "untimed one" + ("; ¹ the pure-Python engine: one run" if "re" in engines and runs > 1 else "") + ".")
+    return rows
 
-    grep_times, ts_times, ts_rss = [], [], []
-    grep_count = None
-    for _ in range(args.runs):
-        with open(tmp / "grep.out", "wb") as out:
-            wall, _, res = timed(["grep", "-E", "-c", "-f", str(pats), str(log)], stdout=out, env=env_c)
-        if res.returncode not in (0, 1):
-            print(f"grep failed: {res.stderr.decode()[-300:]}")
-            return 1
-        grep_times.append(wall)
-        grep_count = int((tmp / "grep.out").read_text().strip() or 0)
-        with open(tmp / "ts.json", "wb") as out:
-            wall, rss, res = timed([sys.executable, "-m", "troubleshoot", "diagnose", "--no-probe", "--format", "json",
-                                    "--log", str(log)], stdout=out)
-        if res.returncode != 0:
-            print(f"troubleshoot failed: {res.stderr.decode()[-300:]}")
-            return 1
-        ts_times.append(wall)
-        ts_rss.append(rss)
 
-    g, t = statistics.median(grep_times), statistics.median(ts_times)
-    ts_count = matched_lines_troubleshoot(log)
-    from troubleshoot.engine import scanner
-
-    print(f"log: {log} ({mb:.0f} MB), {n_patterns} patterns, median of {args.runs} runs")
-    print(f"{'engine':<44} {'wall s':>8} {'MB/s':>8} {'peak RSS':>10} {'lines':>7}")
-    print(f"{'GNU grep -E -c (LC_ALL=C)':<44} {g:>8.2f} {mb / g:>8.1f} {'-':>10} {grep_count:>7}")
-    backend = "re2" if scanner.re2_available() else "re (literal prefilter)"
-    print(f"{'troubleshoot diagnose [' + backend + ']':<44} {t:>8.2f} {mb / t:>8.1f} "
-          f"{max(ts_rss) / 1024:>8.0f}MB {ts_count:>7}")
-    print(f"ratio troubleshoot/grep throughput: {g / t:.3f}")
-    print(f"same matching lines: {'yes' if ts_count == grep_count else 'NO'}")
-
-    cold_start(tmp, log)
-    other_figures()
-    return 0
+def rss_table(sizes: list[int]) -> list[str]:
+    rows = ["| log | peak RSS of diagnose --no-probe | CPU s |", "|---|---|---|"]
+    for size in sizes:
+        log = data_log("quiet", size)
+        measure(diagnose_cmd(log))
+        r = measure(diagnose_cmd(log))
+        rows.append(f"| {size} MB | {r.rss_kib / 1024:.0f} MB | {r.cpu:.2f} |")
+    return rows
 
 
-def cold_start(tmp: Path, log: Path | None = None) -> None:
+def cold_start(tmp: Path) -> str:
     small = tmp / "small.log"
-    head = log.open("rb").read(10 << 10).rsplit(b"\n", 1)[0] if log else \
-        "\n".join(_noise_lines(random.Random(3), 120)).encode()[: 10 << 10]
-    small.write_bytes(head + b"\n" + ERROR_TAIL[2].encode() + b"\n")
+    text = "\n".join(_noise_lines(random.Random(3), 200)).encode()[: 10 << 10]
+    small.write_bytes(text[: text.rfind(b"\n") + 1] + ERROR_TAIL[2].encode() + b"\n")
+    cmd = diagnose_cmd(small)
+    cpu_of(cmd)  # warm the rule cache and the page cache
     cold, base = [], []
-    for _ in range(7):
-        base.append(timed([sys.executable, "-c", "pass"], rss=False)[0])
-        cold.append(timed([sys.executable, "-m", "troubleshoot", "diagnose", "--no-probe", "--format", "json",
-                           "--log", str(small)], rss=False)[0])
-    b, c = statistics.median(base), statistics.median(cold)
-    print(f"cold start, 10 KB log: diagnose {c * 1000:.0f} ms, python -c pass {b * 1000:.0f} ms, ratio {c / b:.1f}")
+    for _ in range(11):
+        base.append(cpu_of([sys.executable, "-c", "pass"]))
+        cold.append(cpu_of(cmd))
+    bw, bc = statistics.median(w for w, _ in base), statistics.median(c for _, c in base)
+    cw, cc = statistics.median(w for w, _ in cold), statistics.median(c for _, c in cold)
+    return (f"cold start, diagnose --no-probe on 10 KB: {cw * 1000:.0f} ms wall / {cc * 1000:.0f} ms CPU; "
+            f"python -c pass {bw * 1000:.0f} ms / {bc * 1000:.0f} ms; ratio {cw / bw:.1f}x wall, {cc / bc:.1f}x CPU "
+            f"(medians of 11)")
 
 
-JOB_100K = "import sys\nw = sys.stdout.write\nfor i in range(100000):\n    w(f'step {i} loss {i % 97 / 97:.4f} lr 3e-4\\n')\n"
+def probe_time() -> str:
+    import importlib.util
+
+    torch = importlib.util.find_spec("torch") is not None
+    cmd = [sys.executable, "-m", "troubleshoot", "probe", "--format", "json"]
+    cpu_of(cmd)  # the first run on a machine fills the frameworks cache
+    walls = [cpu_of(cmd)[0] for _ in range(3)]
+    return (f"troubleshoot probe: {statistics.median(walls):.2f} s wall (median of 3; torch "
+            f"{'installed' if torch else 'not installed'})")
 
 
-def other_figures(runs: int = 5) -> None:
-    probe = [timed([sys.executable, "-m", "troubleshoot", "probe", "--format", "json"], rss=False)[0] for _ in range(3)]
-    print(f"probe wall time: median {statistics.median(probe):.2f} s (of 3)")
-    tmp = Path(tempfile.mkdtemp())
-    job = tmp / "job.py"
-    job.write_text(JOB_100K)
+CHATTY_JOB = "import sys\nw = sys.stdout.write\nfor i in range(1_000_000):\n    w(f'step {i} loss {i % 97 / 97:.4f}\\n')\n"
+
+
+def wrapper_figures(tmp: Path, runs: int = 3) -> list[str]:
+    job = tmp / "chatty.py"
+    job.write_text(CHATTY_JOB)
     direct, wrapped = [], []
+    env = child_env(PYTHONUNBUFFERED="1")  # a write per line, as on a terminal: the worst case
     for _ in range(runs):
-        direct.append(timed([sys.executable, str(job)], rss=False)[0])
-        wrapped.append(timed([sys.executable, "-m", "troubleshoot", "run", "--no-probe", "--quiet", "--log-to",
-                              str(tmp / "job.log"), "--", sys.executable, str(job)], rss=False)[0])
-    d, w = statistics.median(direct), statistics.median(wrapped)
-    print(f"run wrapper, job printing 100k lines: direct {d:.3f} s, wrapped {w:.3f} s "
-          f"(+{w - d:.3f} s: troubleshoot's own start-up and final diagnosis)")
-    # Overhead on a job's own wall time, start-up excluded: a job running ~20 s.
-    long_job = tmp / "long.py"
-    long_job.write_text("import time, sys\nt = time.time()\nfor i in range(200):\n"
-                        "    s = sum(range(200000)); print(f'step {i}', flush=True); time.sleep(0.05)\n"
-                        "sys.stderr.write(f'JOB_SECONDS={time.time() - t:.3f}\\n')\n")
-    own = []
-    for wrap in (False, True):
-        argv = [sys.executable, str(long_job)]
-        if wrap:
-            argv = [sys.executable, "-m", "troubleshoot", "run", "--no-probe", "--quiet", "--log-to", str(tmp / "l2"),
-                    "--", *argv]
-        p = subprocess.run(argv, capture_output=True)
-        own.append(float(p.stderr.split(b"JOB_SECONDS=")[1].split()[0]))
-    print(f"a ~20 s job timed by itself: {own[0]:.2f} s direct, {own[1]:.2f} s under troubleshoot run "
-          f"({100 * (own[1] - own[0]) / own[0]:+.1f}%)")
-    usage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        direct.append(measure([sys.executable, str(job)], env=env))
+        wrapped.append(measure([sys.executable, "-m", "troubleshoot", "run", "--no-probe", "--quiet", "--log-to",
+                                str(tmp / "job.log"), "--", sys.executable, str(job)], env=env))
+    d = statistics.median(r.wall for r in direct)
+    w = statistics.median(r.wall for r in wrapped)
+    out = [f"run wrapper, job printing 1M short lines unbuffered (output to /dev/null, log to {tmp}): direct "
+           f"{d:.2f} s, under `troubleshoot run` {w:.2f} s ({w / d:.2f}x wall; medians of {runs}; start-up, "
+           f"watcher and final diagnosis of the 18 MB log included)"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-m", "troubleshoot", "run", "--no-probe", "--quiet", "--log-to", str(tmp / "l3"),
-                    "--", "sleep", "20"], capture_output=True)
+                    "--", "sleep", "10"], capture_output=True)
     wall = time.perf_counter() - t0
-    usage1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (usage1.ru_utime - usage0.ru_utime) + (usage1.ru_stime - usage0.ru_stime)
-    print(f"watcher + wrapper CPU while a job sleeps 20 s: {cpu:.2f} s of CPU over {wall:.1f} s "
-          f"({100 * cpu / wall:.2f}% of a core, start-up and final diagnosis included)")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    out.append(f"wrapper and watcher while a job sleeps 10 s: {cpu:.2f} s CPU over {wall:.1f} s "
+               f"({100 * cpu / wall:.1f}% of a core, start-up and final diagnosis included)")
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--size-mb", type=int, default=200, help="size of the quiet and dense logs scanned (MB)")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--engines", default=",".join(ENGINES), help="scan engines to compare (default: all three)")
+    ap.add_argument("--rss-sizes", default="20,200,1024", help="log sizes (MB) for peak RSS; empty: skip")
+    ap.add_argument("--log", type=Path, help="also scan this log (as 'given')")
+    ap.add_argument("--quick", action="store_true", help="skip the scans and RSS (start-up, probe, wrapper only)")
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="ts-bench-"))
+    print(f"troubleshoot benchmark, {time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPUs, Python "
+          f"{sys.version.split()[0]}")
+    if not args.quick:
+        logs = {"quiet": data_log("quiet", args.size_mb), "dense": data_log("dense", args.size_mb)}
+        if args.log:
+            logs["given"] = args.log
+        engines = [e for e in args.engines.split(",") if e]
+        print("\n".join(["", "Scan (200 MB logs unless --size-mb):", ""] + scan_table(logs, engines, args.runs, tmp)))
+        sizes = [int(s) for s in args.rss_sizes.split(",") if s]
+        if sizes:
+            print("\n".join(["", "Memory:", ""] + rss_table(sizes)))
+    print()
+    print(cold_start(tmp))
+    print(probe_time())
+    print("\n".join(wrapper_figures(tmp)))
+    return 0
 
 
 if __name__ == "__main__":
