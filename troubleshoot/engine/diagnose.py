@@ -187,7 +187,10 @@ def _diagnosis(t: RuleTrace, facts: Mapping | None) -> Diagnosis:
 
 
 def _short(value, limit: int = 160) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    if isinstance(value, list) and value and all(isinstance(v, (str, int, float)) for v in value):
+        text = ", ".join(map(str, value))  # versions, paths: read as a sentence, not as JSON
+    else:
+        text = value if isinstance(value, str) else json.dumps(value, default=str)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

@@ -52,6 +52,7 @@ def probe(ctx: ProbeContext) -> dict:
             _add(libs, f.name, os.path.join(d, f.name), source, ctx)
     out["libraries"] = libs
     out["conflicts"] = _conflicts(libs)
+    out["versions"] = versions(libs)
     return out
 
 
@@ -74,6 +75,20 @@ def _add(libs: list[dict], filename: str, path: str, source: str, ctx: ProbeCont
     except OSError:
         pass
     libs.append({"name": m.group("name"), "version": version, "path": path, "source": source})
+
+
+def versions(libs: list[dict]) -> dict[str, list[str]]:
+    """Distinct versions of each library, a soname version ("12") folded into a fuller one
+    of the same release ("12.1.105") so that one install counts once."""
+    found: dict[str, set[str]] = {}
+    for lib in libs:
+        if lib.get("version"):
+            found.setdefault(lib["name"], set()).add(lib["version"])
+    out = {}
+    for name, vs in sorted(found.items()):
+        keep = [v for v in vs if not any(o != v and o.startswith(v + ".") for o in vs)]
+        out[name] = sorted(keep, key=lambda v: [int(x) if x.isdigit() else 0 for x in v.split(".")])
+    return out
 
 
 def _conflicts(libs: list[dict]) -> list[dict]:
