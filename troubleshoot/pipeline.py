@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Mapping, Sequence
 
+from troubleshoot import paste
 from troubleshoot.engine.diagnose import diagnose, scan_patterns, trace_rule
 from troubleshoot.engine.ruleset import RuleSet, load_ruleset
 from troubleshoot.engine.scanner import ScanResult, scan_stream
@@ -80,14 +81,18 @@ def run(log: str | None, rule_dirs: Sequence[str] = (), facts: Mapping | None = 
     scan = None
     source = "machine facts"
     if log_text is not None:
-        scan, source = scan_log(ruleset, io.BytesIO(log_text.encode("utf-8", "surrogateescape"))), "pasted log"
+        head = paste.Head(io.BytesIO(log_text.encode("utf-8", "surrogateescape")))
+        scan, source = scan_log(ruleset, head), "pasted log"
     elif log is not None:
         stream, source = open_log(log)
+        head = paste.Head(stream)
         try:
-            scan = scan_log(ruleset, stream)
+            scan = scan_log(ruleset, head)
         finally:
             if stream is not sys.stdin.buffer:
                 stream.close()
+    if scan is not None:  # state dumps in the log are facts of the machine it came from
+        facts = paste.merge(facts, paste.read(head.text()))
     return Result(diagnoses=diagnose(ruleset.rules, scan, facts), ruleset=ruleset, scan=scan, source=source)
 
 

@@ -142,11 +142,13 @@ def _diagnosis(t: RuleTrace, facts: Mapping | None) -> Diagnosis:
     rule = t.rule
     values = dict(t.captures)
     evidence = [Evidence(source="log", text=h.text, line=h.line, span=(h.start, h.end)) for h in t.log_lines]
-    for c in t.conditions:
+    pasted = (facts or {}).get(PASTED_LINES) or {}
+    for cond, c in zip(rule.facts, t.conditions):
         for path, value in c.reads:
             if path.startswith(("log.", "series.")) or any(e.path == path for e in evidence):
                 continue
             evidence.append(Evidence(source="fact", text=f"{path} = {_short(value)}", path=path, value=value))
+        evidence += _pasted_evidence(cond.tree, pasted, evidence)
     confidence = rule.confidence
     explain = interpolate(rule.explain, values, facts)
     said = []
@@ -162,8 +164,10 @@ def _diagnosis(t: RuleTrace, facts: Mapping | None) -> Diagnosis:
                 if not path.startswith(("log.", "series.")) and not any(e.path == path for e in evidence):
                     value = _lookup(env, path)
                     evidence.append(Evidence(source="fact", text=f"{path} = {_short(value)}", path=path, value=value))
+            evidence += _pasted_evidence(ctx.when.tree, pasted, evidence)
     if said:
-        explain += "\n\n**On this machine:** " + " ".join(said)
+        where = "In the pasted state" if pasted else "On this machine"
+        explain += f"\n\n**{where}:** " + " ".join(said)
     notes = []
     if t.log_count > len(t.log_lines):
         first, last = t.log_lines[0].line, t.log_lines[-1].line
@@ -184,6 +188,22 @@ def _diagnosis(t: RuleTrace, facts: Mapping | None) -> Diagnosis:
         captures=values,
         notes=tuple(notes),
     )
+
+
+# Facts read from state dumps pasted into the log carry the line that showed them (troubleshoot.paste).
+PASTED_LINES = "_pasted_lines"
+
+
+def _pasted_evidence(tree, pasted: Mapping, evidence: list) -> list:
+    """The pasted lines behind the facts a condition reads, as log evidence."""
+    out: list = []
+    if not pasted:
+        return out
+    for path in conditions.qualified_paths(tree):
+        where = pasted.get(re.sub(r"\[\d+\]", "[]", path))
+        if where and not any(e.source == "log" and e.line == where[0] for e in evidence + out):
+            out.append(Evidence(source="log", text=where[1], line=where[0], path=path))
+    return out
 
 
 def _short(value, limit: int = 160) -> str:
