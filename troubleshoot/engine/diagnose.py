@@ -38,7 +38,8 @@ def scan_patterns(rules: Iterable[Rule]) -> list[ScanPattern]:
     out: list[ScanPattern] = []
     for r in rules:
         keep = line_filter(r)
-        out += [ScanPattern(r.id, LOG_ROLE, p.source, keep) for p in r.log]
+        split = "xid" if r.catalog == "xid" else None
+        out += [ScanPattern(r.id, LOG_ROLE, p.source, keep, split) for p in r.log]
         out += [ScanPattern(r.id, with_role(i), p.source) for i, p in enumerate(r.with_log)]
         out += [ScanPattern(r.id, WITHOUT_ROLE, p.source) for p in r.without_log]
     return out
@@ -129,26 +130,100 @@ _PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_0-9]+|\[\d+\])*$")
 
 def diagnose(rules: Iterable[Rule], scan: ScanResult | None, facts: Mapping | None = None) -> list[Diagnosis]:
     """The fired rules as diagnoses, refined, related and ranked best first."""
-    rules = list(rules)
+    return rank(fired(rules, scan, facts), scan.total_lines if scan else 0)
+
+
+def fired(rules: Iterable[Rule], scan: ScanResult | None, facts: Mapping | None = None) -> list[Diagnosis]:
+    """The fired rules as diagnoses (refined ones dropped), not yet related or ranked: what
+    several sources' results are merged from before ranking them together."""
     traces = [trace_rule(r, scan, facts) for r in rules]
-    fired = [t for t in traces if t.fired]
-    refined = {ref for t in fired for ref in t.rule.refines}
-    fired = [t for t in fired if t.rule.id not in refined]
-    diagnoses = [_diagnosis(t, facts) for t in fired]
-    return rank(diagnoses, scan.total_lines if scan else 0)
+    hits = [t for t in traces if t.fired]
+    by_id = {t.rule.id: t.rule for t in hits}
+    refined: set[str] = set()
+    covered: dict[str, set[str]] = {}  # catalog rule id -> Xid codes a more specific catalog rule explains
+    for t in hits:
+        for ref in t.rule.refines:
+            target = by_id.get(ref)
+            if t.rule.catalog and target is not None and target.catalog == t.rule.catalog:
+                covered.setdefault(ref, set()).update(_parts(t, scan))
+            else:
+                refined.add(ref)
+    hits = [t for t in hits if t.rule.id not in refined]
+    diagnoses: list[Diagnosis] = []
+    codes = tuple(sorted({int(c) for t in hits if t.rule.catalog for c in _parts(t, scan) if c.isdigit()}))
+    for t in hits:
+        if t.rule.catalog == "xid" and scan is not None:
+            diagnoses += _xid_diagnoses(t, scan, facts, covered.get(t.rule.id, set()), codes)
+        else:
+            diagnoses.append(_diagnosis(t, facts))
+    return diagnoses
 
 
-def _diagnosis(t: RuleTrace, facts: Mapping | None) -> Diagnosis:
+def _parts(t: RuleTrace, scan: ScanResult | None) -> set[str]:
+    hits = scan.get(t.rule.id, LOG_ROLE) if scan else None
+    return {c for c in hits.parts if c} if hits else set()
+
+
+# Most drastic last: when one code's lines disagree (NVLink5 units), the most drastic action wins.
+ACTION_ORDER = ("ignore", "restart-app", "check-mechanicals", "restart-fabric-manager", "reset-gpu", "drain-p2p",
+                "drain-and-reset", "recover-imex-domain", "reboot", "contact-support")
+
+
+def _xid_diagnoses(t: RuleTrace, scan: ScanResult, facts: Mapping | None, skip: set[str],
+                   codes: tuple[int, ...]) -> list[Diagnosis]:
+    """One diagnosis per Xid code of a catalog rule, with the catalog's symptom, severity and action."""
+    from troubleshoot.engine.xid import load_catalog
+
+    catalog = load_catalog()
+    hits = scan.get(t.rule.id, LOG_ROLE)
+    nvswitch = _nvswitch(facts)
+    out = []
+    for code, part in (hits.parts.items() if hits else ()):
+        if code in skip:
+            continue
+        sub = replace(t, log_lines=tuple(part.lines), log_count=part.count, capped=part.capped,
+                      captures=dict(part.captures))
+        verdicts = [catalog.verdict(int(code), h.text, codes, nvswitch) for h in part.lines] if code.isdigit() else []
+        verdicts = [v for v in verdicts if v is not None]
+        if not verdicts:
+            d = _diagnosis(sub, facts)
+            out.append(d)
+            continue
+        if int(code) == 154:
+            v = verdicts[-1]  # the latest change is the one in force
+        else:
+            v = max(verdicts, key=lambda v: (ACTION_ORDER.index(v.action) if v.action in ACTION_ORDER else 0))
+        extra = {"action": v.action, "xid_name": v.name, "xid_description": catalog.xids[v.code].description,
+                 "action_text": catalog.action_text(v.action), "xid_class": v.cls}
+        rule = replace(t.rule, symptom=v.symptom, severity=v.severity,
+                       title=interpolate(t.rule.title, {**sub.captures, **extra}, facts))
+        d = _diagnosis(replace(sub, rule=rule), facts, extra)
+        notes = d.notes + ((f"Xid {v.code}: {v.detail}",) if v.detail else ())
+        out.append(replace(d, action=v.action, notes=notes,
+                           xid={"code": v.code, "pci": sub.captures.get("pci"), "name": v.name}))
+    return out
+
+
+def _nvswitch(facts: Mapping | None) -> bool:
+    """Whether the facts show an NVSwitch fabric (Fabric Manager present or NVSwitches seen)."""
+    fm = (facts or {}).get("fabric_manager") or {}
+    return bool(isinstance(fm, Mapping) and (fm.get("nvswitch_count") or fm.get("installed")))
+
+
+def _diagnosis(t: RuleTrace, facts: Mapping | None, extra: Mapping[str, str] | None = None) -> Diagnosis:
     rule = t.rule
     values = dict(t.captures)
+    words = {**values, **(extra or {})}  # what `{name}` placeholders may use
     evidence = [Evidence(source="log", text=h.text, line=h.line, span=(h.start, h.end)) for h in t.log_lines]
-    for c in t.conditions:
+    pasted = (facts or {}).get(PASTED_LINES) or {}
+    for cond, c in zip(rule.facts, t.conditions):
         for path, value in c.reads:
             if path.startswith(("log.", "series.")) or any(e.path == path for e in evidence):
                 continue
             evidence.append(Evidence(source="fact", text=f"{path} = {_short(value)}", path=path, value=value))
+        evidence += _pasted_evidence(cond.tree, pasted, evidence)
     confidence = rule.confidence
-    explain = interpolate(rule.explain, values, facts)
+    explain = interpolate(rule.explain, words, facts)
     said = []
     env = dict(facts or {})
     env["log"] = values
@@ -162,8 +237,10 @@ def _diagnosis(t: RuleTrace, facts: Mapping | None) -> Diagnosis:
                 if not path.startswith(("log.", "series.")) and not any(e.path == path for e in evidence):
                     value = _lookup(env, path)
                     evidence.append(Evidence(source="fact", text=f"{path} = {_short(value)}", path=path, value=value))
+            evidence += _pasted_evidence(ctx.when.tree, pasted, evidence)
     if said:
-        explain += "\n\n**On this machine:** " + " ".join(said)
+        where = "In the pasted state" if pasted else "On this machine"
+        explain += f"\n\n**{where}:** " + " ".join(said)
     notes = []
     if t.log_count > len(t.log_lines):
         first, last = t.log_lines[0].line, t.log_lines[-1].line
@@ -177,17 +254,37 @@ def _diagnosis(t: RuleTrace, facts: Mapping | None) -> Diagnosis:
         confidence=round(confidence, 3),
         explain=explain,
         evidence=tuple(evidence),
-        fixes=tuple(render_fix(f, values, facts) for f in rule.fixes),
+        fixes=tuple(render_fix(f, words, facts) for f in rule.fixes),
         count=t.log_count,
         first_line=t.log_lines[0].line if t.log_lines else None,
         last_line=t.log_lines[-1].line if t.log_lines else None,
         captures=values,
         notes=tuple(notes),
+        action=rule.action,
     )
 
 
+# Facts read from state dumps pasted into the log carry the line that showed them (troubleshoot.paste).
+PASTED_LINES = "_pasted_lines"
+
+
+def _pasted_evidence(tree, pasted: Mapping, evidence: list) -> list:
+    """The pasted lines behind the facts a condition reads, as log evidence."""
+    out: list = []
+    if not pasted:
+        return out
+    for path in conditions.qualified_paths(tree):
+        where = pasted.get(re.sub(r"\[\d+\]", "[]", path))
+        if where and not any(e.source == "log" and e.line == where[0] for e in evidence + out):
+            out.append(Evidence(source="log", text=where[1], line=where[0], path=path))
+    return out
+
+
 def _short(value, limit: int = 160) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    if isinstance(value, list) and value and all(isinstance(v, (str, int, float)) for v in value):
+        text = ", ".join(map(str, value))  # versions, paths: read as a sentence, not as JSON
+    else:
+        text = value if isinstance(value, str) else json.dumps(value, default=str)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -223,8 +320,9 @@ def render_fix(ref, captures: Mapping[str, str], facts: Mapping | None) -> Fix:
     return Fix(fixer=ref.fixer, title=interpolate(ref.title, captures, facts), params=params)
 
 
-def rank(diagnoses: list[Diagnosis], total_lines: int) -> list[Diagnosis]:
-    """Causes before their consequences, then severity, then confidence weighted by recency."""
+def relate(diagnoses: list[Diagnosis], where: str = "the same log") -> list[Diagnosis]:
+    """Mark each diagnosis whose rule names a found symptom in `downstream_of` as its consequence
+    (confidence halved, a note says which)."""
     found = {}
     for d in diagnoses:
         found.setdefault(d.symptom, d)
@@ -235,8 +333,14 @@ def rank(diagnoses: list[Diagnosis], total_lines: int) -> list[Diagnosis]:
         if causes:
             names = ", ".join(f"{s} ({found[s].rule.id})" for s in causes)
             d = replace(d, confidence=round(d.confidence * DOWNSTREAM_FACTOR, 3), downstream_of_found=causes,
-                        notes=d.notes + (f"likely a consequence of {names}, found in the same log",))
+                        notes=d.notes + (f"likely a consequence of {names}, found in {where}",))
         adjusted.append(d)
+    return adjusted
+
+
+def rank(diagnoses: list[Diagnosis], total_lines: int) -> list[Diagnosis]:
+    """Causes before their consequences, then severity, then confidence weighted by recency."""
+    adjusted = relate(diagnoses)
 
     def key(d: Diagnosis):
         if d.last_line and total_lines:
