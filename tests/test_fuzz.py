@@ -17,7 +17,7 @@ from troubleshoot.engine import conditions, yamldoc
 from troubleshoot.engine.loader import load_rule_file
 from troubleshoot.engine.ruleset import load_ruleset
 from troubleshoot.engine.diagnose import scan_patterns
-from troubleshoot.engine.scanner import re2_available, scan_stream
+from troubleshoot.engine.scanner import hyperscan_available, re2_available, scan_stream
 from troubleshoot.errors import TroubleshootError
 from troubleshoot import snapshot
 
@@ -54,6 +54,9 @@ def test_scanner_never_fails_and_engines_agree(data, chunk):
     if re2_available():
         b = scan_stream(io.BytesIO(data), PATTERNS, "re2", chunk_size=chunk)
         assert summary(a) == summary(b)
+    if hyperscan_available():
+        c = scan_stream(io.BytesIO(data), PATTERNS, "hyperscan", chunk_size=chunk)
+        assert summary(a) == summary(c)
 
 
 yaml_text = st.one_of(

@@ -1,10 +1,13 @@
 """Streaming log scanner: finds which patterns match on which lines of a log of any size.
 
-The log is read in large newline-aligned chunks. A fast engine (RE2, when its wheel is
-installed) or a literal prefilter (pure Python) finds the few candidate lines of each chunk;
-only those lines are decoded, cleaned and checked with each pattern's own `re` regex, which
-decides the match and extracts captures. Memory stays bounded: per pattern group we keep a
-count, the first and last few lines and the latest captures, never the lines themselves.
+The log is read into one reused buffer in newline-aligned chunks of about 1 MiB. A fast
+engine finds the few candidate lines of each chunk — hyperscan (all patterns in one compiled
+database, cached on disk), else RE2 (one combined program), else a literal prefilter (pure
+Python) — and only those lines are decoded, cleaned and verified with the pattern's own regex
+(RE2 where installed, else `re`), which decides the match and extracts captures. All three
+engines give identical results: the fast pass only proposes lines. Memory stays bounded and
+does not grow with the log: one buffer, and per pattern group a count, the first and last
+few lines and the latest captures, never the lines themselves.
 
 Line numbers count `\\n` like `grep -n`. A `\\r` inside a line (progress bars) splits it into
 segments that are matched separately; ANSI escape sequences are removed before matching;
@@ -14,6 +17,8 @@ invalid UTF-8 becomes U+FFFD.
 from __future__ import annotations
 
 import functools
+import io
+import os
 import re
 from collections import deque
 from dataclasses import dataclass, field
@@ -27,7 +32,12 @@ try:  # RE2 wheels exist for common Linux/macOS platforms; everything works with
 except ImportError:  # pragma: no cover - exercised by the fallback tests via force_backend
     _re2 = None
 
-CHUNK_SIZE = 8 << 20
+# About 1 MiB: large enough that per-chunk costs vanish, small enough that the buffer, an
+# ANSI-stripped copy and glibc's allocator together stay far below the RSS budget.
+CHUNK_SIZE = 1 << 20
+# Compiling the hyperscan database costs ~0.5 s for the shipped rules; below this size (and
+# without a cached database) RE2, which builds in ~20 ms, finishes first.
+HYPERSCAN_MIN_BYTES = 16 << 20
 # A pattern that matched this many lines stops being checked: it still counts as matched, the
 # diagnosis says "at least N lines", and a careless `.*` cannot turn the scan into a crawl.
 HIT_CAP = 10_000
@@ -337,14 +347,153 @@ def re2_compatible(source: str) -> str | None:
     return None
 
 
-def make_candidates(patterns: Sequence[ScanPattern], backend: str | None = None) -> _Candidates:
-    if backend == "re" or _re2 is None:
+class ScanCancelled(Exception):
+    """The caller's cancel flag was set: the scan stopped between two chunks."""
+
+
+def _stream_size(stream) -> int | None:
+    """Bytes left in a regular file or an in-memory stream; None for pipes and the unknown."""
+    getbuffer = getattr(stream, "getbuffer", None)
+    if getbuffer is not None:
+        try:
+            return len(getbuffer()) - stream.tell()
+        except (ValueError, OSError):
+            return None
+    try:
+        st = os.fstat(stream.fileno())
+    except (AttributeError, ValueError, OSError, io.UnsupportedOperation):
+        return None
+    import stat
+
+    return st.st_size if stat.S_ISREG(st.st_mode) else None
+
+
+def make_candidates(patterns: Sequence[ScanPattern], backend: str | None = None,
+                    size: int | None = None) -> _Candidates:
+    """The fastest candidate finder for these patterns: `backend` forces one ("hyperscan",
+    "re2", "re"); by default hyperscan when its database is cached or the input is large
+    enough to repay compiling it, else RE2, else the literal prefilter."""
+    if backend == "re" or (_re2 is None and backend != "hyperscan" and not hyperscan_available()):
+        return _LiteralCandidates(patterns)
+    if backend in (None, "hyperscan") and hyperscan_available() and patterns:
+        from troubleshoot.engine import hsdb
+
+        want = backend == "hyperscan" or size is None or size >= HYPERSCAN_MIN_BYTES
+        sources = [hsdb.prefilter_source(_re2_source(p)) for p in patterns]
+        found = hsdb.database(sources, compile_if_missing=want)
+        if found is not None:
+            db, rejected = found
+            rest = None
+            if rejected:
+                # Patterns hyperscan cannot take (an empty match, a construct it lacks) are
+                # found by the next engine and merged in.
+                rest = _SubsetCandidates(patterns, sorted(rejected))
+            return _HyperscanCandidates(patterns, db, rest)
+    if _re2 is None:
         return _LiteralCandidates(patterns)
     try:
         return _Re2Candidates(patterns)
     except Exception:
         # A pattern RE2 rejects (lint reports it) must not stop the scan.
         return _LiteralCandidates(patterns)
+
+
+class _HyperscanCandidates(_Candidates):
+    """All patterns in one hyperscan database, scanned over the chunk in block mode. Each
+    match reports its pattern and end offset; the line around the end is the candidate and
+    the reporting patterns are the only ones verified on it."""
+
+    name = "hyperscan"
+
+    def __init__(self, patterns, db, rest: "_SubsetCandidates | None"):
+        self.db = db
+        self.rest = rest
+        self.retired: set[int] = set()
+        super().__init__(patterns)
+
+    def _build(self) -> None:
+        self.dirty = False
+
+    def retire(self, index: int) -> None:
+        # Rebuilding the database would cost more than ignoring its reports.
+        self.retired.add(index)
+        if self.rest is not None:
+            self.rest.retire(index)
+        super().retire(index)
+
+    def spans(self, chunk: bytes):
+        ends: list[tuple[int, int]] = []
+        add = ends.append
+
+        def on_match(index, _from, to, _flags, _context):
+            add((to, index))
+
+        self.db.scan(chunk, match_event_handler=on_match)
+        if self.rest is not None:
+            for start, _end, idxs in self.rest.spans(chunk):
+                ends.extend((start + 1, i) for i in idxs)  # an "end" inside that line
+        if not ends:
+            return
+        ends.sort()
+        retired = self.retired
+        start = end = -1
+        idxs: set[int] = set()
+        for to, index in ends:
+            pos = to - 1 if to > 0 else 0
+            if pos > end:
+                # Checked at yield time: verifying the previous line may have retired some.
+                live = [i for i in sorted(idxs) if i not in retired]
+                if live:
+                    yield start, end, live
+                start, end = _line_span(chunk, pos)
+                idxs = {index}
+            else:
+                idxs.add(index)
+        live = [i for i in sorted(idxs) if i not in retired]
+        if live:
+            yield start, end, live
+
+
+class _SubsetCandidates:
+    """RE2 (or the literal prefilter) over a subset of the patterns, reporting the subset's
+    indices in the full list."""
+
+    def __init__(self, patterns: Sequence[ScanPattern], indices: list[int]):
+        self.indices = indices
+        sub = [patterns[i] for i in indices]
+        self.inner = _Re2Candidates(sub) if _re2 is not None else _LiteralCandidates(sub)
+        self.position = {full: k for k, full in enumerate(indices)}
+
+    def retire(self, index: int) -> None:
+        k = self.position.get(index)
+        if k is not None:
+            self.inner.retire(k)
+
+    def spans(self, chunk: bytes):
+        for start, end, idxs in self.inner.spans(chunk):
+            yield start, end, (self.indices if idxs is None else [self.indices[k] for k in idxs])
+
+
+def hyperscan_available() -> bool:
+    from troubleshoot.engine import hsdb
+
+    return hsdb.available()
+
+
+class _Verifiers:
+    """Per-pattern verifiers, compiled on first use: a scan that never sees a candidate
+    line for a pattern never compiles it."""
+
+    def __init__(self, patterns: Sequence[ScanPattern], backend: str | None):
+        self.patterns = patterns
+        self.backend = backend
+        self.cache: dict[int, object] = {}
+
+    def __getitem__(self, i: int):
+        v = self.cache.get(i)
+        if v is None:
+            v = self.cache[i] = _verifier(self.patterns[i], self.backend)
+        return v
 
 
 def _verifier(p: ScanPattern, backend: str | None):
@@ -359,19 +508,28 @@ def _verifier(p: ScanPattern, backend: str | None):
 
 
 def scan_stream(stream: BinaryIO, patterns: Sequence[ScanPattern], backend: str | None = None,
-                chunk_size: int = CHUNK_SIZE) -> ScanResult:
-    """Scan a binary stream once; return per (group, role) bounded hit records."""
-    finder = make_candidates(patterns, backend)
-    finder.verifiers = [_verifier(p, backend) for p in patterns]
+                chunk_size: int = CHUNK_SIZE, cancel=None,
+                progress: Callable[[int], None] | None = None) -> ScanResult:
+    """Scan a binary stream once; return per (group, role) bounded hit records.
+
+    `cancel` (anything with `is_set()`, e.g. a threading.Event) is checked before each chunk:
+    when set, ScanCancelled is raised. `progress` is called with the bytes read so far."""
+    finder = make_candidates(patterns, backend, _stream_size(stream))
+    finder.verifiers = _Verifiers(patterns, backend)
     hits: dict[tuple[str, str], GroupHits] = {}
     line_base = 1
     total = 0
     carry = b""
+    read = stream.read
     while True:
-        block = stream.read(chunk_size)
+        if cancel is not None and cancel.is_set():
+            raise ScanCancelled()
+        block = read(chunk_size)
         if not block:
             break
         total += len(block)
+        if progress is not None:
+            progress(total)
         data = carry + block if carry else block
         cut = data.rfind(b"\n")
         if cut < 0:
@@ -380,8 +538,11 @@ def scan_stream(stream: BinaryIO, patterns: Sequence[ScanPattern], backend: str 
                 continue
             # A line longer than a chunk: matched in windows, numbered as one line.
             chunk, carry = data, b""
+        elif cut == len(data) - 1:
+            chunk, carry = data, b""
         else:
             chunk, carry = data[: cut + 1], data[cut + 1 :]
+        del data, block  # at most one chunk and one carry alive while scanning
         line_base = _scan_chunk(chunk, line_base, finder, patterns, hits)
     if carry:
         line_base = _scan_chunk(carry, line_base, finder, patterns, hits)
@@ -391,15 +552,18 @@ def scan_stream(stream: BinaryIO, patterns: Sequence[ScanPattern], backend: str 
 
 def _scan_chunk(chunk: bytes, line_base: int, finder: _Candidates, patterns: Sequence[ScanPattern],
                 hits: dict) -> int:
+    """Check the chunk's candidate lines; return the line number after the chunk. Newlines are
+    counted once: up to each candidate, then the rest."""
     if b"\x1b" in chunk:
         chunk = ANSI_BYTES.sub(b"", chunk)
     counted_to = 0
     line = line_base
+    count = chunk.count
     for start, end, idxs in finder.spans(chunk):
-        line += chunk.count(b"\n", counted_to, start)
+        line += count(b"\n", counted_to, start)
         counted_to = start
         _check_line(chunk[start:end], line, idxs, patterns, hits, finder)
-    return line_base + chunk.count(b"\n")
+    return line + count(b"\n", counted_to)
 
 
 def _check_line(raw: bytes, line: int, idxs: Sequence[int] | None, patterns: Sequence[ScanPattern],
@@ -408,11 +572,16 @@ def _check_line(raw: bytes, line: int, idxs: Sequence[int] | None, patterns: Seq
         raw = raw[:-1]
     segments = clean_line(raw)
     seen_groups: set[tuple[str, str]] = set()
+    verifiers = finder.verifiers
     for i in (list(finder.active) if idxs is None else idxs):
         p = patterns[i]
+        search = verifiers[i].search
         for seg in segments:
-            m = finder.verifiers[i].search(seg)
-            if m is None or (p.where is not None and not p.where(m.groupdict())):
+            m = search(seg)
+            if m is None:
+                continue
+            captures = m.groupdict()
+            if p.where is not None and not p.where(captures):
                 continue
             key = (p.group, p.role)
             rec = hits.get(key)
@@ -422,10 +591,10 @@ def _check_line(raw: bytes, line: int, idxs: Sequence[int] | None, patterns: Seq
             if p.role != "log":
                 finder.retire(i)  # context patterns only need to be seen once
             if key in seen_groups:
-                rec.capture(m.groupdict())
+                rec.capture(captures)
             else:
                 seen_groups.add(key)
-                rec.add(_evidence(line, seg, m), m.groupdict())
+                rec.add(_evidence(line, seg, m), captures)
                 if rec.count >= HIT_CAP:
                     rec.capped = True
                     for j, q in enumerate(patterns):
@@ -444,6 +613,4 @@ def _evidence(line: int, seg: str, m: re.Match) -> LineHit:
 
 
 def scan_text(text: str, patterns: Sequence[ScanPattern], backend: str | None = None) -> ScanResult:
-    import io
-
     return scan_stream(io.BytesIO(text.encode("utf-8", errors="surrogateescape")), patterns, backend)
