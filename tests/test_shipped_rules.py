@@ -70,7 +70,7 @@ def test_shipped_rule_files_validate_against_the_published_schema():
     schema = json.loads((REPO / "docs" / "rule.schema.json").read_text())
     jsonschema.Draft202012Validator.check_schema(schema)
     validator = jsonschema.Draft202012Validator(schema)
-    files = sorted(p for p in (REPO / "rules").glob("*.yaml") if p.name != "symptoms.yaml")
+    files = sorted(p for p in (REPO / "rules").glob("*.yaml") if p.name not in ("symptoms.yaml", "xid-catalog.yaml"))
     assert files
     for f in files:
         errors = [f"{f.name}: {'/'.join(map(str, e.absolute_path))}: {e.message}"

@@ -104,6 +104,8 @@ class Rule:
     fixes: tuple[FixRef, ...] = ()
     references: tuple[str, ...] = ()
     examples: Examples = Examples()
+    action: str | None = None  # recovery action (the Xid catalog's vocabulary), or None
+    catalog: str | None = None  # "xid": symptom, severity and action of each line come from the Xid catalog
 
     @property
     def captures(self) -> tuple[str, ...]:
@@ -143,6 +145,8 @@ class Diagnosis:
     captures: Mapping[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     downstream_of_found: tuple[str, ...] = ()
+    action: str | None = None  # what to do now (ignore, restart-app, reset-gpu, reboot, ...), None if the rule has none
+    xid: Mapping[str, Any] | None = None  # {code, pci, name} when the diagnosis came from an Xid
 
     @property
     def symptom(self) -> str:

@@ -38,7 +38,8 @@ def scan_patterns(rules: Iterable[Rule]) -> list[ScanPattern]:
     out: list[ScanPattern] = []
     for r in rules:
         keep = line_filter(r)
-        out += [ScanPattern(r.id, LOG_ROLE, p.source, keep) for p in r.log]
+        split = "xid" if r.catalog == "xid" else None
+        out += [ScanPattern(r.id, LOG_ROLE, p.source, keep, split) for p in r.log]
         out += [ScanPattern(r.id, with_role(i), p.source) for i, p in enumerate(r.with_log)]
         out += [ScanPattern(r.id, WITHOUT_ROLE, p.source) for p in r.without_log]
     return out
@@ -132,15 +133,82 @@ def diagnose(rules: Iterable[Rule], scan: ScanResult | None, facts: Mapping | No
     rules = list(rules)
     traces = [trace_rule(r, scan, facts) for r in rules]
     fired = [t for t in traces if t.fired]
-    refined = {ref for t in fired for ref in t.rule.refines}
+    by_id = {t.rule.id: t.rule for t in fired}
+    refined: set[str] = set()
+    covered: dict[str, set[str]] = {}  # catalog rule id -> Xid codes a more specific catalog rule explains
+    for t in fired:
+        for ref in t.rule.refines:
+            target = by_id.get(ref)
+            if t.rule.catalog and target is not None and target.catalog == t.rule.catalog:
+                covered.setdefault(ref, set()).update(_parts(t, scan))
+            else:
+                refined.add(ref)
     fired = [t for t in fired if t.rule.id not in refined]
-    diagnoses = [_diagnosis(t, facts) for t in fired]
+    diagnoses: list[Diagnosis] = []
+    codes = tuple(sorted({int(c) for t in fired if t.rule.catalog for c in _parts(t, scan) if c.isdigit()}))
+    for t in fired:
+        if t.rule.catalog == "xid" and scan is not None:
+            diagnoses += _xid_diagnoses(t, scan, facts, covered.get(t.rule.id, set()), codes)
+        else:
+            diagnoses.append(_diagnosis(t, facts))
     return rank(diagnoses, scan.total_lines if scan else 0)
 
 
-def _diagnosis(t: RuleTrace, facts: Mapping | None) -> Diagnosis:
+def _parts(t: RuleTrace, scan: ScanResult | None) -> set[str]:
+    hits = scan.get(t.rule.id, LOG_ROLE) if scan else None
+    return {c for c in hits.parts if c} if hits else set()
+
+
+# Most drastic last: when one code's lines disagree (NVLink5 units), the most drastic action wins.
+ACTION_ORDER = ("ignore", "restart-app", "check-mechanicals", "restart-fabric-manager", "reset-gpu", "drain-p2p",
+                "drain-and-reset", "recover-imex-domain", "reboot", "contact-support")
+
+
+def _xid_diagnoses(t: RuleTrace, scan: ScanResult, facts: Mapping | None, skip: set[str],
+                   codes: tuple[int, ...]) -> list[Diagnosis]:
+    """One diagnosis per Xid code of a catalog rule, with the catalog's symptom, severity and action."""
+    from troubleshoot.engine.xid import load_catalog
+
+    catalog = load_catalog()
+    hits = scan.get(t.rule.id, LOG_ROLE)
+    nvswitch = _nvswitch(facts)
+    out = []
+    for code, part in (hits.parts.items() if hits else ()):
+        if code in skip:
+            continue
+        sub = replace(t, log_lines=tuple(part.lines), log_count=part.count, capped=part.capped,
+                      captures=dict(part.captures))
+        verdicts = [catalog.verdict(int(code), h.text, codes, nvswitch) for h in part.lines] if code.isdigit() else []
+        verdicts = [v for v in verdicts if v is not None]
+        if not verdicts:
+            d = _diagnosis(sub, facts)
+            out.append(d)
+            continue
+        if int(code) == 154:
+            v = verdicts[-1]  # the latest change is the one in force
+        else:
+            v = max(verdicts, key=lambda v: (ACTION_ORDER.index(v.action) if v.action in ACTION_ORDER else 0))
+        extra = {"action": v.action, "xid_name": v.name, "xid_description": catalog.xids[v.code].description,
+                 "action_text": catalog.action_text(v.action), "xid_class": v.cls}
+        rule = replace(t.rule, symptom=v.symptom, severity=v.severity,
+                       title=interpolate(t.rule.title, {**sub.captures, **extra}, facts))
+        d = _diagnosis(replace(sub, rule=rule), facts, extra)
+        notes = d.notes + ((f"Xid {v.code}: {v.detail}",) if v.detail else ())
+        out.append(replace(d, action=v.action, notes=notes,
+                           xid={"code": v.code, "pci": sub.captures.get("pci"), "name": v.name}))
+    return out
+
+
+def _nvswitch(facts: Mapping | None) -> bool:
+    """Whether the facts show an NVSwitch fabric (Fabric Manager present or NVSwitches seen)."""
+    fm = (facts or {}).get("fabric_manager") or {}
+    return bool(isinstance(fm, Mapping) and (fm.get("nvswitch_count") or fm.get("installed")))
+
+
+def _diagnosis(t: RuleTrace, facts: Mapping | None, extra: Mapping[str, str] | None = None) -> Diagnosis:
     rule = t.rule
     values = dict(t.captures)
+    words = {**values, **(extra or {})}  # what `{name}` placeholders may use
     evidence = [Evidence(source="log", text=h.text, line=h.line, span=(h.start, h.end)) for h in t.log_lines]
     for c in t.conditions:
         for path, value in c.reads:
@@ -148,7 +216,7 @@ def _diagnosis(t: RuleTrace, facts: Mapping | None) -> Diagnosis:
                 continue
             evidence.append(Evidence(source="fact", text=f"{path} = {_short(value)}", path=path, value=value))
     confidence = rule.confidence
-    explain = interpolate(rule.explain, values, facts)
+    explain = interpolate(rule.explain, words, facts)
     said = []
     env = dict(facts or {})
     env["log"] = values
@@ -177,12 +245,13 @@ def _diagnosis(t: RuleTrace, facts: Mapping | None) -> Diagnosis:
         confidence=round(confidence, 3),
         explain=explain,
         evidence=tuple(evidence),
-        fixes=tuple(render_fix(f, values, facts) for f in rule.fixes),
+        fixes=tuple(render_fix(f, words, facts) for f in rule.fixes),
         count=t.log_count,
         first_line=t.log_lines[0].line if t.log_lines else None,
         last_line=t.log_lines[-1].line if t.log_lines else None,
         captures=values,
         notes=tuple(notes),
+        action=rule.action,
     )
 
 

@@ -19,8 +19,9 @@ from troubleshoot.model import (SEVERITIES, Condition, ContextNote, Examples, Fi
 
 RULE_KEYS = {
     "id", "symptom", "title", "severity", "confidence", "downstream_of", "refines", "match",
-    "context", "explain", "fixes", "references", "examples",
+    "context", "explain", "fixes", "references", "examples", "action", "catalog",
 }
+CATALOGS = ("xid",)
 CONTEXT_KEYS = {"when", "confidence", "note"}
 MATCH_KEYS = {"log", "with_log", "without_log", "where", "facts"}
 FIX_KEYS = {"fixer", "title", "params"}
@@ -215,6 +216,7 @@ def _build_rule(item: Any, path: Path, line: int, pack: str, taxonomy: dict[str,
         if "log" not in match and "facts" not in match:
             problem(match.line if match else item.line, f"{label}needs 'match.log' or 'match.facts'")
 
+    action, catalog = _action_and_catalog(item, logs["log"], label, problem)
     context = tuple(_context(item, label, problem))
     fixes = tuple(_fixes(item, label, problem))
     examples = _examples(item, label, problem, needs=bool(logs["log"]))
@@ -240,7 +242,29 @@ def _build_rule(item: Any, path: Path, line: int, pack: str, taxonomy: dict[str,
         fixes=fixes,
         references=tuple(references),
         examples=examples,
+        action=action,
+        catalog=catalog,
     )
+
+
+def _action_and_catalog(item, log_patterns, label: str, problem) -> tuple[str | None, str | None]:
+    """`action:` must be in the Xid catalog's action vocabulary; `catalog: xid` needs a log
+    pattern that captures `xid` (the code each line is looked up by)."""
+    action, catalog = item.get("action"), item.get("catalog")
+    if action is not None:
+        from troubleshoot.engine.xid import actions
+
+        if not isinstance(action, str) or action not in actions():
+            problem(item.line_of("action"), f"{label}action must be one of {', '.join(actions())}")
+            action = None
+    if catalog is not None:
+        if catalog not in CATALOGS:
+            problem(item.line_of("catalog"), f"{label}catalog must be one of {', '.join(CATALOGS)}")
+            catalog = None
+        elif not any("xid" in p.groups for p in log_patterns):
+            problem(item.line_of("catalog"), f"{label}'catalog: xid' needs a match.log pattern capturing (?P<xid>...)")
+            catalog = None
+    return action, catalog
 
 
 def _str_list(item, key: str, label: str, problem) -> list[str]:

@@ -22,6 +22,7 @@ from troubleshoot.model import Origin, Rule
 
 SHIPPED = "shipped"
 TAXONOMY_FILE = "symptoms.yaml"
+DATA_FILES = (TAXONOMY_FILE, "xid-catalog.yaml")  # shipped tables, not rule files
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,7 @@ def rule_files(folder: Path) -> list[Path]:
     if folder.is_file():
         return [folder]
     files = [p for p in folder.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file()]
-    return sorted(p for p in files if p.name != TAXONOMY_FILE)
+    return sorted(p for p in files if p.name not in DATA_FILES)
 
 
 def load_ruleset(extra_dirs: list[str | Path] = (), include_shipped: bool = True,

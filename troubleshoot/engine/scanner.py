@@ -51,6 +51,8 @@ MAX_EVIDENCE_CHARS = 400
 ANSI_BYTES = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b\n]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _CR_TO_LF = bytes.maketrans(b"\r", b"\n")
 
+MAX_PARTS = 64  # distinct values of a split capture kept per group
+
 
 @dataclass(frozen=True)
 class ScanPattern:
@@ -63,6 +65,7 @@ class ScanPattern:
     role: str
     regex: re.Pattern | str  # a compiled `re` pattern, or its source (compiled only when needed)
     where: Callable[[dict], bool] | None = None
+    split: str | None = None  # a capture whose values get their own hits (Xid codes: one diagnosis each)
 
     @property
     def source(self) -> str:
@@ -132,6 +135,7 @@ class GroupHits:
     series: dict[str, Series] = field(default_factory=dict)
     patterns_hit: set[int] = field(default_factory=set)
     capped: bool = False  # stopped counting at HIT_CAP: `count` is a lower bound
+    parts: dict[str, "GroupHits"] = field(default_factory=dict)  # per value of ScanPattern.split
 
     def add(self, hit: LineHit, captures: dict[str, str]) -> None:
         self.count += 1
@@ -594,13 +598,25 @@ def _check_line(raw: bytes, line: int, idxs: Sequence[int] | None, patterns: Seq
                 rec.capture(captures)
             else:
                 seen_groups.add(key)
-                rec.add(_evidence(line, seg, m), captures)
+                hit = _evidence(line, seg, m)
+                rec.add(hit, captures)
+                if p.split is not None:
+                    _add_part(rec, captures.get(p.split) or "", hit, captures)
                 if rec.count >= HIT_CAP:
                     rec.capped = True
                     for j, q in enumerate(patterns):
                         if (q.group, q.role) == key:
                             finder.retire(j)
             break
+
+
+def _add_part(rec: GroupHits, value: str, hit: LineHit, captures: dict) -> None:
+    part = rec.parts.get(value)
+    if part is None:
+        if len(rec.parts) >= MAX_PARTS:
+            return  # bounded: the group's own count and lines still hold every hit
+        part = rec.parts[value] = GroupHits()
+    part.add(hit, captures)
 
 
 def _evidence(line: int, seg: str, m: re.Match) -> LineHit:

@@ -24,6 +24,8 @@ def diagnosis_dict(d: Diagnosis) -> dict:
         "title": d.title,
         "severity": d.severity,
         "confidence": round(d.confidence, 3),
+        "action": d.action,
+        "xid": dict(d.xid) if d.xid else None,
         "count": d.count,
         "first_line": d.first_line,
         "last_line": d.last_line,

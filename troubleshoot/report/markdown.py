@@ -21,6 +21,10 @@ def render(diagnoses: Sequence[Diagnosis], source: str = "log") -> str:
     for i, d in enumerate(diagnoses, 1):
         out.append(f"## {i}. {d.title}\n")
         out.append(f"`{d.severity}` · symptom `{d.symptom}` · rule `{d.rule.id}` · confidence {d.confidence:.2f}\n")
+        if d.action:
+            from troubleshoot.report.text import action_line
+
+            out.append(f"**{action_line(d)}**\n")
         for note in d.notes:
             out.append(f"> {note}\n")
         out.append("**Evidence**\n")

@@ -21,6 +21,19 @@ class Style:
         return f"\x1b[{_COLOURS[name]}m{text}\x1b[0m"
 
 
+def action_line(d: Diagnosis) -> str:
+    """"Action: reset the GPU when idle (Xid 48 on 0000:91:00)": what to do now, in words."""
+    if not d.action:
+        return ""
+    from troubleshoot.engine.xid import load_catalog
+
+    words = load_catalog().action_text(d.action) or d.action
+    where = ""
+    if d.xid:
+        where = f" (Xid {d.xid.get('code')}" + (f" on {d.xid['pci']}" if d.xid.get("pci") else "") + ")"
+    return f"Action: {words}{where}"
+
+
 def render(diagnoses: Sequence[Diagnosis], colour: bool = False, limit: int | None = None,
            source: str = "the log") -> str:
     st = Style(colour)
@@ -51,6 +64,9 @@ def _one(i: int, d: Diagnosis, st: Style, full: bool, log_arg: str = "LOG") -> s
     else:
         where = "from machine facts"
     lines.append(st("dim", f"   symptom {d.symptom} · rule {d.rule.id} · confidence {d.confidence:.2f} · {where}"))
+    action = action_line(d)
+    if action:
+        lines.append("   " + st("bold", action))
     for note in d.notes:
         lines.append(st("dim", f"   note: {note}"))
     lines.append("   evidence:")

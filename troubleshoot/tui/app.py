@@ -18,6 +18,7 @@ from textual.widgets import (Button, DataTable, Footer, Header, Input, Markdown,
                              TextArea)
 
 from troubleshoot.tui.screens import ConfirmScreen, FixScreen, HelpScreen
+from troubleshoot.report.text import action_line
 
 SEV_MARK = {"error": "✖ ERROR", "warning": "▲ WARN", "info": "● INFO"}
 AREAS = ("host", "nvml", "kernel", "cuda", "frameworks", "docker", "io", "env")
@@ -199,19 +200,19 @@ class TroubleshootApp(App):
         self.call_from_thread(self._show_diagnoses, result, time.monotonic() - started)
 
     def _show_diagnoses(self, result, seconds: float) -> None:
-        old = {d.rule.id for d in self.diagnoses}
+        old = {_key(d) for d in self.diagnoses}
         self.diagnoses = result.diagnoses
         table = self.query_one("#diag-table", DataTable)
         table.clear()
         for i, d in enumerate(self.diagnoses, 1):
             lines = f"{d.first_line}-{d.last_line}" if d.count > 1 else (str(d.first_line) if d.count else "facts")
             table.add_row(str(i), SEV_MARK.get(d.severity, d.severity), d.symptom, d.title, f"{d.confidence:.2f}",
-                          lines, key=d.rule.id)
+                          lines, key=_key(d))
         lines = result.scan.total_lines if result.scan else 0
         n = len(self.diagnoses)
         self.sub_title = f"{result.source} · {lines} lines · {n} diagnos{'i' if n == 1 else 'e'}s"
         self.last_seconds = seconds
-        new = [d for d in self.diagnoses if d.rule.id not in old]
+        new = [d for d in self.diagnoses if _key(d) not in old]
         if old and new:
             self.notify("New: " + "; ".join(d.title for d in new[:3]), title="New diagnosis")
         if self.diagnoses:
@@ -247,7 +248,7 @@ class TroubleshootApp(App):
             self._show_detail(d)
 
     def _diagnosis(self, rule_id: str | None):
-        return next((d for d in self.diagnoses if d.rule.id == rule_id), None)
+        return next((d for d in self.diagnoses if _key(d) == rule_id), None)
 
     def selected(self):
         table = self.query_one("#diag-table", DataTable)
@@ -261,6 +262,9 @@ class TroubleshootApp(App):
         head = Text()
         head.append(f"{SEV_MARK.get(d.severity, d.severity)}  ", style=f"bold {_sev_style(d.severity)}")
         head.append(d.title, style="bold")
+        action = action_line(d)
+        if action:
+            head.append(f"\n{action}", style="bold")
         head.append(f"\nsymptom {d.symptom} · rule {d.rule.id} · confidence {d.confidence:.2f}")
         for n in d.notes:
             head.append(f"\nnote: {n}", style="italic")
@@ -464,6 +468,11 @@ class TroubleshootApp(App):
             ("Help", "Keys and what each view shows", self.action_help),
         ):
             yield SystemCommand(title, help_, action)
+
+
+def _key(d) -> str:
+    """A row key per diagnosis: one Xid rule gives a diagnosis per code."""
+    return d.rule.id + (f":xid{d.xid['code']}" if d.xid else "")
 
 
 def _sev_style(sev: str) -> str:
