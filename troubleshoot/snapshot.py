@@ -70,6 +70,7 @@ def check(data: Any, name: str = "snapshot") -> Loaded:
     elif version < 1:
         raise TroubleshootError(f"{name}: unknown snapshot schema {version}")
     facts = _clean(data, schema(), "", warnings, name, depth=0)
+    _derive(facts)
     for area in ("nvml", "kernel", "cuda", "frameworks", "docker", "io"):
         if area not in facts:
             warnings.append(f"{name}: no '{area}' facts; rules that need them cannot fire")
@@ -78,6 +79,15 @@ def check(data: Any, name: str = "snapshot") -> Loaded:
 
 _TYPES = {"object": dict, "array": list, "string": str, "integer": int, "number": (int, float), "boolean": bool,
           "null": type(None)}
+
+
+def _derive(facts: dict) -> None:
+    """Facts that newer probes derive, filled in for snapshots saved before they existed."""
+    cuda = facts.get("cuda")
+    if isinstance(cuda, dict) and "versions" not in cuda and isinstance(cuda.get("libraries"), list):
+        from troubleshoot.probes.cuda import versions
+
+        cuda["versions"] = versions([lib for lib in cuda["libraries"] if isinstance(lib, dict) and lib.get("name")])
 
 
 def _type_ok(value, types) -> bool:
