@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from importlib import resources
@@ -144,13 +143,12 @@ def _short(value) -> str:
 
 def save(facts: dict, path: str | Path) -> None:
     """Write atomically, so an interrupted save never leaves half a snapshot."""
+    from troubleshoot.safeio import atomic_write
+
     p = Path(path)
-    tmp = p.with_name(f".{p.name}.tmp-{os.getpid()}")
     try:
-        tmp.write_text(json.dumps(facts, indent=2, sort_keys=False, default=str) + "\n", encoding="utf-8")
-        os.replace(tmp, p)
+        atomic_write(p, (json.dumps(facts, indent=2, sort_keys=False, default=str) + "\n").encode("utf-8"))
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise TroubleshootError(f"cannot write snapshot {p}: {exc.strerror or exc}") from None
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Iterable, Mapping
 
 from troubleshoot.engine import conditions
-from troubleshoot.engine.scanner import ScanPattern, ScanResult
+from troubleshoot.engine.scanner import ScanPattern, ScanResult, series_view
 from troubleshoot.model import SEVERITIES, Diagnosis, Evidence, Fix, Rule
 
 LOG_ROLE = "log"
@@ -83,7 +83,7 @@ def trace_rule(rule: Rule, scan: ScanResult | None, facts: Mapping | None) -> Ru
 
     env = dict(facts or {})
     env["log"] = captures
-    env["series"] = {k: v.as_dict() for k, v in log_hits.series.items()} if log_hits else {}
+    env["series"] = series_view(log_hits.series) if log_hits else {}
     conds = []
     for c in rule.facts:
         missing: list[str] = []

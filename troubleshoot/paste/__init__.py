@@ -22,7 +22,7 @@ from troubleshoot.paste import dumps, nvsmi
 HEAD_BYTES = 4 << 20
 # Where merged facts keep, per fact path (lists as `[]`), the pasted line that showed it.
 LINES_KEY = "_pasted_lines"
-PARSERS = (nvsmi.query, nvsmi.table, dumps.lsmod, dumps.lspci, dumps.ldconfig, dumps.docker_info, dumps.packages)
+PARSERS = (nvsmi.query, nvsmi.table, nvsmi.topology, dumps.lsmod, dumps.lspci, dumps.ldconfig, dumps.docker_info, dumps.packages)
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 

@@ -97,3 +97,36 @@ def query(lines: list[str]) -> Found | None:
 
 
 THROTTLE_KEYS = ("HW Slowdown", "HW Thermal Slowdown", "SW Thermal Slowdown", "SW Power Cap", "HW Power Brake Slowdown")
+
+
+# `nvidia-smi topo -m`: a header of GPU columns, one row per GPU, a legend.
+_TOPO_HEAD = re.compile(r"^\s*(?:GPU\d+\s+)+(?:(?:NIC|mlx\w*)\d*\s+)*CPU Affinity")
+_TOPO_ROW = re.compile(r"^\s*GPU(?P<gpu>\d+)\s+(?P<cells>.*)$")
+LINKS = ("X", "NV", "PIX", "PXB", "PHB", "NODE", "SYS", "SOC")
+
+
+def topology(lines: list[str]) -> Found | None:
+    head = next((i for i, t in enumerate(lines) if _TOPO_HEAD.match(t)), None)
+    if head is None:
+        return None
+    columns = [c for c in lines[head].split() if re.fullmatch(r"GPU\d+", c)]
+    pairs, first = [], {}
+    for i in range(head + 1, min(len(lines), head + 1 + 2 * len(columns) + 8)):
+        m = _TOPO_ROW.match(lines[i])
+        if not m:
+            continue
+        a = int(m.group("gpu"))
+        for col, cell in zip(columns, m.group("cells").split()):
+            b = int(col[3:])
+            link = re.sub(r"\d+$", "", cell)
+            if b <= a or link not in LINKS:
+                continue
+            pairs.append({"gpu_a": a, "gpu_b": b, "link": "SYS" if link == "SOC" else link, "text": cell})
+            first.setdefault(pairs[-1]["link"], i)
+    if not pairs:
+        return None
+    found = Found(facts={"nvml": {"available": True, "topology": pairs}})
+    slow = [first[k] for k in ("SYS", "NODE", "PHB") if k in first]
+    found.lines["nvml.topology"] = min(slow) if slow else head
+    found.lines["nvml.topology[].link"] = found.lines["nvml.topology"]
+    return found
