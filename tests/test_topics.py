@@ -159,3 +159,43 @@ def test_profile_fix_from_the_cli():
     p = run_cli("fix", "profile", "--param", "command=python train.py", "--no-probe")
     assert p.returncode == 0, p.stderr.decode()
     assert "nsys profile -t cuda,nvtx,osrt,cudnn,cublas" in p.stdout.decode()
+
+
+def test_pasted_q_excerpt_at_slowdown_temperature(shipped):
+    text = ("GPU 00000000:DB:00.0\n    Temperature\n        GPU Current Temp                  : 88 C\n"
+            "        GPU Shutdown Temp                 : 92 C\n        GPU Slowdown Temp                 : 89 C\n")
+    d = top(shipped, text)
+    assert d.rule.id == "gpu-at-slowdown-temperature"
+    assert any(e.source == "log" and "GPU Current Temp" in e.text for e in d.evidence)
+    assert top(shipped, text.replace(": 88 C", ": 45 C")) is None
+
+
+def test_probe_reads_temperature_thresholds_from_replayed_nvml():
+    from troubleshoot.probes import nvml
+    from troubleshoot.probes.base import ProbeContext
+    from troubleshoot.paste.nvsmi_q import ReplayNVML
+
+    dump = REPO / "tests" / "fixtures" / "machines" / "consumer-card" / "nvidia-smi-q.txt"
+    g = nvml.probe(ProbeContext(nvml=ReplayNVML(dump)))["gpus"][0]
+    assert g["temperature_slowdown_c"] == 95 and g["temperature_c"] == 30
+
+
+DMON = """$ nvidia-smi dmon -s pucm
+# gpu   pwr  gtemp  mtemp    sm   mem   enc   dec  mclk  pclk
+# Idx     W      C      C     %     %     %     %   MHz   MHz
+    0   410     68     71    97    88     0     0  2619  1980
+    0    95     61     64    12     9     0     0  2619  1980
+    0    88     60     63     8     6     0     0  2619  1980
+    0   405     67     70    96    89     0     0  2619  1980
+    0    90     61     64     5     4     0     0  2619  1980
+    0   402     67     70    95    87     0     0  2619  1980
+"""
+
+
+def test_dmon_alternating_utilisation(shipped):
+    assert top(shipped, DMON).rule.id == "dmon-gpu-alternates-idle-busy"
+    with_data = DMON + "eta: 8:05:12  iter: 1259  total_loss: 1.012  time: 0.9322  data_time: 0.7334  lr: 0.010000\n"
+    d = top(shipped, with_data)
+    assert d.symptom == "io-stall"
+    steady = "\n".join(DMON.splitlines()[:3] + ["    0   410     68     71    97    88     0     0  2619  1980"] * 6) + "\n"
+    assert top(shipped, steady) is None
