@@ -199,3 +199,11 @@ def test_dmon_alternating_utilisation(shipped):
     assert d.symptom == "io-stall"
     steady = "\n".join(DMON.splitlines()[:3] + ["    0   410     68     71    97    88     0     0  2619  1980"] * 6) + "\n"
     assert top(shipped, steady) is None
+
+
+@pytest.mark.parametrize("cc,fires", [("7.0", True), ("8.0", False)])
+def test_bf16_on_pre_ampere(shipped, cc, fires):
+    facts = copy.deepcopy(BASE)
+    facts["nvml"]["gpus"][0]["compute_capability"] = cc
+    ds = pipeline.run(None, ruleset=shipped, log_text="    --bf16 True \\\n", facts=facts).diagnoses
+    assert ("bf16-requested-on-pre-ampere-gpu" in [d.rule.id for d in ds]) is fires
