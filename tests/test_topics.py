@@ -207,3 +207,24 @@ def test_bf16_on_pre_ampere(shipped, cc, fires):
     facts["nvml"]["gpus"][0]["compute_capability"] = cc
     ds = pipeline.run(None, ruleset=shipped, log_text="    --bf16 True \\\n", facts=facts).diagnoses
     assert ("bf16-requested-on-pre-ampere-gpu" in [d.rule.id for d in ds]) is fires
+
+
+# Advice that lists possible causes, printed under real errors by PyTorch, the NVIDIA installer and
+# nvidia-smi: alone, none of it is evidence of a cause.
+HINTS = [
+    "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.",
+    "For debugging consider passing CUDA_LAUNCH_BLOCKING=1.",
+    "If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid "
+    "fragmentation.  See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)",
+    "sources, with a version of gcc that differs from the one used to build the target kernel, or if a driver such as rivafb, "
+    "nvidiafb, or nouveau is present and prevents the NVIDIA kernel module from obtaining ownership of the NVIDIA graphics "
+    "device(s), or no NVIDIA GPU installed in this system is supported by this NVIDIA Linux graphics driver release.",
+    "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.",
+    "Make sure that the latest NVIDIA driver is installed and running.",
+    "It is possible that dataloader's workers are out of shared memory. Please try to raise your shared memory limit.",
+]
+
+
+@pytest.mark.parametrize("hint", HINTS)
+def test_hint_text_alone_is_no_diagnosis(shipped, hint):
+    assert pipeline.run(None, ruleset=shipped, log_text=hint + "\n").diagnoses == []
