@@ -58,6 +58,7 @@ def test_a_pattern_matching_every_line_is_capped(rules_dir, tmp_path):
     assert any("at least" in n and "counting stopped" in n for n in hit["notes"])
 
 
+@pytest.mark.slow
 def test_a_100_mb_line_without_newline(tmp_path):
     log = tmp_path / "one-line.log"
     with open(log, "wb") as f:
