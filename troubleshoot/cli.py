@@ -290,7 +290,9 @@ def cmd_rules(args) -> int:
         from troubleshoot.engine.examples import check_examples
 
         _warn_problems(ruleset)
-        checked, failures = check_examples(ruleset.rules)
+        from troubleshoot import paste
+
+        checked, failures = check_examples(ruleset.rules, facts_of=lambda text: paste.read(text).facts)
         for f in failures:
             print(f)
         print(f"{checked} examples in {len(ruleset.rules)} rules: {checked - len(failures)} passed, {len(failures)} failed")

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import BinaryIO, Mapping, Sequence
 
-from troubleshoot import logfiles
+from troubleshoot import logfiles, paste
 from troubleshoot.engine import merge, timestamps
 from troubleshoot.engine.diagnose import diagnose, fired, scan_patterns, trace_rule
 from troubleshoot.engine.ruleset import RuleSet, load_ruleset
@@ -103,6 +103,7 @@ class _Unit:
     scan: ScanResult
     order: int
     spool: logfiles.RankStream | None = None
+    pasted: paste.Pasted | None = None  # state dumps in the log: facts of the machine it came from
 
 
 def diagnose_sources(sources: Sources, ruleset: RuleSet) -> Result:
@@ -149,7 +150,9 @@ def _read(src: LogSource, order: int, ruleset: RuleSet, patterns, tmp: str) -> l
         if not logfiles.is_labelled(head):
             if src.node is None and src.path:
                 src = replace(src, node=logfiles.sniff_node(src.path))
-            return [_Unit(src, _scan(peeked, patterns, src.name), order)]
+            recorder = paste.Head(peeked)
+            scan = _scan(recorder, patterns, src.name)
+            return [_Unit(src, scan, order, pasted=paste.read(recorder.text()))]
         folder = tempfile.mkdtemp(dir=tmp)
         out = []
         for spool in logfiles.split(peeked, folder):
@@ -172,9 +175,14 @@ def _scan(stream, patterns, name: str) -> ScanResult:
         raise TroubleshootError(f"cannot read log {name}: {exc.strerror or exc}") from None
 
 
+def _facts(unit: _Unit, sources: Sources):
+    facts = sources.facts_for(unit.source.node)
+    return paste.merge(facts, unit.pasted) if unit.pasted else facts
+
+
 def _one_log(unit: _Unit, sources: Sources, ruleset: RuleSet) -> Result:
     src = unit.source
-    ds = diagnose(ruleset.rules, unit.scan, sources.facts_for(src.node))
+    ds = diagnose(ruleset.rules, unit.scan, _facts(unit, sources))
     ranks = (src.rank,) if src.rank is not None else ()
     nodes = (src.node,) if src.node else ()
     ds = [replace(d, files=(src.name,), ranks=ranks, nodes=nodes) if d.count else replace(d, nodes=nodes)
@@ -188,7 +196,7 @@ def _occurrences(units: list[_Unit], sources: Sources, ruleset: RuleSet) -> list
     for u in units:
         src = u.source
         logged_nodes.add(src.node)
-        found = fired(ruleset.rules, u.scan, sources.facts_for(src.node))
+        found = fired(ruleset.rules, u.scan, _facts(u, sources))
         stamps = _stamps(u, found)
         for d in found:
             if d.count:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Iterable, Mapping
 
 from troubleshoot.engine import conditions
-from troubleshoot.engine.scanner import ScanPattern, ScanResult
+from troubleshoot.engine.scanner import ScanPattern, ScanResult, series_view
 from troubleshoot.model import SEVERITIES, Diagnosis, Evidence, Fix, Rule
 
 LOG_ROLE = "log"
@@ -83,7 +83,7 @@ def trace_rule(rule: Rule, scan: ScanResult | None, facts: Mapping | None) -> Ru
 
     env = dict(facts or {})
     env["log"] = captures
-    env["series"] = {k: v.as_dict() for k, v in log_hits.series.items()} if log_hits else {}
+    env["series"] = series_view(log_hits.series) if log_hits else {}
     conds = []
     for c in rule.facts:
         missing: list[str] = []
@@ -215,11 +215,13 @@ def _diagnosis(t: RuleTrace, facts: Mapping | None, extra: Mapping[str, str] | N
     values = dict(t.captures)
     words = {**values, **(extra or {})}  # what `{name}` placeholders may use
     evidence = [Evidence(source="log", text=h.text, line=h.line, span=(h.start, h.end)) for h in t.log_lines]
-    for c in t.conditions:
+    pasted = (facts or {}).get(PASTED_LINES) or {}
+    for cond, c in zip(rule.facts, t.conditions):
         for path, value in c.reads:
             if path.startswith(("log.", "series.")) or any(e.path == path for e in evidence):
                 continue
             evidence.append(Evidence(source="fact", text=f"{path} = {_short(value)}", path=path, value=value))
+        evidence += _pasted_evidence(cond.tree, pasted, evidence)
     confidence = rule.confidence
     explain = interpolate(rule.explain, words, facts)
     said = []
@@ -235,8 +237,10 @@ def _diagnosis(t: RuleTrace, facts: Mapping | None, extra: Mapping[str, str] | N
                 if not path.startswith(("log.", "series.")) and not any(e.path == path for e in evidence):
                     value = _lookup(env, path)
                     evidence.append(Evidence(source="fact", text=f"{path} = {_short(value)}", path=path, value=value))
+            evidence += _pasted_evidence(ctx.when.tree, pasted, evidence)
     if said:
-        explain += "\n\n**On this machine:** " + " ".join(said)
+        where = "In the pasted state" if pasted else "On this machine"
+        explain += f"\n\n**{where}:** " + " ".join(said)
     notes = []
     if t.log_count > len(t.log_lines):
         first, last = t.log_lines[0].line, t.log_lines[-1].line
@@ -260,8 +264,27 @@ def _diagnosis(t: RuleTrace, facts: Mapping | None, extra: Mapping[str, str] | N
     )
 
 
+# Facts read from state dumps pasted into the log carry the line that showed them (troubleshoot.paste).
+PASTED_LINES = "_pasted_lines"
+
+
+def _pasted_evidence(tree, pasted: Mapping, evidence: list) -> list:
+    """The pasted lines behind the facts a condition reads, as log evidence."""
+    out: list = []
+    if not pasted:
+        return out
+    for path in conditions.qualified_paths(tree):
+        where = pasted.get(re.sub(r"\[\d+\]", "[]", path))
+        if where and not any(e.source == "log" and e.line == where[0] for e in evidence + out):
+            out.append(Evidence(source="log", text=where[1], line=where[0], path=path))
+    return out
+
+
 def _short(value, limit: int = 160) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    if isinstance(value, list) and value and all(isinstance(v, (str, int, float)) for v in value):
+        text = ", ".join(map(str, value))  # versions, paths: read as a sentence, not as JSON
+    else:
+        text = value if isinstance(value, str) else json.dumps(value, default=str)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
