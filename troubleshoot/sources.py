@@ -16,7 +16,7 @@ from typing import Iterable, Mapping
 from troubleshoot.errors import TroubleshootError
 
 # Files in a log folder that are not logs (snapshots, reports, archives).
-NOT_LOGS = (".json", ".gz", ".zst", ".xz", ".bz2", ".zip", ".tar", ".pt", ".bin", ".safetensors")
+NOT_LOGS = (".json", ".md", ".gz", ".zst", ".xz", ".bz2", ".zip", ".tar", ".pt", ".bin", ".safetensors")
 MAX_LOG_FILES = 10_000
 
 

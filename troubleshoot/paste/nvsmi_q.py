@@ -136,6 +136,12 @@ class ReplayNVML:
     def nvmlDeviceGetTemperature(self, g, sensor):
         return int(_num(_find(g, "Temperature", "GPU Current Temp")))
 
+    def nvmlDeviceGetTemperatureThreshold(self, g, which):
+        key = {0: "GPU Shutdown Temp", 1: "GPU Slowdown Temp"}.get(which)
+        if key is None:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return int(_num(_find(g, "Temperature", key)))
+
     def nvmlDeviceGetPowerUsage(self, g):
         v = _find(g, "GPU Power Readings", "Power Draw") or _find(g, "Power Readings", "Power Draw")
         return int(_num(v) * 1000)

@@ -96,6 +96,9 @@ def _gpu(nv, index: int, ctx: ProbeContext) -> dict:
     g["utilization_gpu"] = util.gpu if util is not None else None
     g["utilization_memory"] = util.memory if util is not None else None
     g["temperature_c"] = get("temperature_c", nv.nvmlDeviceGetTemperature, 0)  # NVML_TEMPERATURE_GPU
+    # NVML_TEMPERATURE_THRESHOLD_SHUTDOWN = 0, _SLOWDOWN = 1: where the driver turns off / slows the GPU
+    g["temperature_slowdown_c"] = get("temperature_slowdown_c", nv.nvmlDeviceGetTemperatureThreshold, 1)
+    g["temperature_shutdown_c"] = get("temperature_shutdown_c", nv.nvmlDeviceGetTemperatureThreshold, 0)
     power = get("power_w", nv.nvmlDeviceGetPowerUsage)
     g["power_w"] = round(power / 1000, 1) if power is not None else None
     limit = get("power_limit_w", nv.nvmlDeviceGetEnforcedPowerLimit)
