@@ -116,7 +116,7 @@ _TORCHRUN = re.compile(r"attempt_\d+/(?P<rank>\d+)/std(?:out|err)\.log$")
 # Slurm --output=slurm-%j-%t.out / %j_%t / %j.%t (job id, task id)
 _SLURM_TASK = re.compile(r"slurm-\d+[-_.](?P<rank>\d+)\.(?:out|err|log)$")
 _RANK_WORD = re.compile(r"(?i)(?:^|[^a-z])rank[-_.]?(?P<rank>\d+)(?:[^0-9]|$)")
-_NODE_WORD = re.compile(r"(?i)(?:^|[._-])node[-_=](?P<node>[a-z0-9][a-z0-9-]*)")
+_NODE_WORD = re.compile(r"(?i)(?:^|[._-])node[-_=](?P<node>[a-z0-9]+(?:-(?!rank)[a-z0-9]+)*)")
 
 
 def tagged(src: LogSource, root: Path | None = None) -> LogSource:
