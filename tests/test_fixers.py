@@ -39,11 +39,15 @@ FILE_FIXERS = [
     ("nvidia-container-toolkit", [], {}, None),
     ("ramdisk", ["--param", "size=8G", "--param", "fstab=true"], {"etc/fstab": b"UUID=abcd / ext4 defaults 0 1\n"},
      {"etc/fstab": b"UUID=abcd / ext4 defaults 0 1\ntmpfs /mnt/ramdisk tmpfs size=8G,mode=1777 0 0\n"}),
-    ("raise-shm", ["--param", "size=32G", "--param", "fstab=true"],
+    ("raise-shm", ["--param", "size=300G", "--param", "fstab=true"],
      {"etc/fstab": b"UUID=abcd / ext4 defaults 0 1\ntmpfs /dev/shm tmpfs defaults 0 0\n"},
-     {"etc/fstab": b"UUID=abcd / ext4 defaults 0 1\ntmpfs /dev/shm tmpfs defaults,size=32G 0 0\n"}),
+     {"etc/fstab": b"UUID=abcd / ext4 defaults 0 1\ntmpfs /dev/shm tmpfs defaults,size=300G 0 0\n"}),
     ("raise-nofile", ["--param", "limit=131072"], {"etc/security/limits.conf": b"# limits\n*    soft    nofile    1024\n"},
-     {"etc/security/limits.conf": b"# limits\n*    soft    nofile    131072\n*    hard    nofile    131072\n"}),
+     {"etc/security/limits.conf": b"# limits\n*    soft    nofile    1024\n",
+      "etc/security/limits.d/90-troubleshoot-nofile.conf":
+          b"# Written by troubleshoot (fixer raise-nofile); remove this file to undo.\n"
+          b"*       soft    nofile    131072\n*       hard    nofile    131072\n"
+          b"root    soft    nofile    131072\nroot    hard    nofile    131072\n"}),
     ("set-env", ["--param", "name=PYTORCH_CUDA_ALLOC_CONF", "--param", "value=expandable_segments:True",
                  "--param", "profile=/home/ana/.bashrc"], {"home/ana/.bashrc": b"alias ll='ls -l'\n"},
      {"home/ana/.bashrc": b"alias ll='ls -l'\nexport PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n"}),

@@ -48,6 +48,7 @@ class Step:
     # lock when the file changed since the preview (another fix ran meanwhile).
     compute: Callable[[bytes | None], bytes] | None = None
     resolved_from: str | None = None  # the path as named, when a symlink led elsewhere
+    check: str | None = None  # "fstab": validated with findmnt before it replaces the old content
 
     @property
     def changes(self) -> bool:
@@ -106,7 +107,7 @@ def prepare(plan: Plan, root: str | None = None) -> Prepared:
         needs_root = root is None and (getattr(a, "needs_root", False) or not _writable(tgt))
         out.steps.append(Step(i, kind, a.why or f"edit {a.path}", path=a.path, target=tgt, old=old, new=new,
                               mode=getattr(a, "mode", None), needs_root=needs_root, compute=compute,
-                              resolved_from=str(named) if named != tgt else None))
+                              resolved_from=str(named) if named != tgt else None, check=getattr(a, "check", None)))
     return out
 
 
@@ -225,6 +226,8 @@ def _apply_steps(prep: Prepared, entry: journal.Entry, out: Outcome, run: Callab
                         record["status"] = "unchanged"
                         entry.save()
                         continue
+                    if s.check == "fstab":
+                        files.check_fstab(current, new, on_this_machine=prep.root is None)
                     if current is not None:
                         record["backup"] = entry.backup(s.index, current)
                     record["after"] = entry.backup(s.index, new, "after")

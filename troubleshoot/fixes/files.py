@@ -116,3 +116,36 @@ def diff(path: str, old: bytes | None, new: bytes) -> str:
     b = new.decode("utf-8", "replace").splitlines(keepends=True)
     label_a = path if old is not None else "/dev/null"
     return "".join(difflib.unified_diff(a, b, label_a, path))
+
+
+def check_fstab(old: bytes | None, new: bytes, on_this_machine: bool) -> None:
+    """Refuse an fstab the system would misread: `findmnt --verify --tab-file` on the new
+    content, compared with the old (problems already there are not ours). Under --root only
+    parse errors count: the other checks look at this machine's devices and folders."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    findmnt = shutil.which("findmnt")
+    if findmnt is None:
+        return
+
+    def verify(data: bytes) -> tuple[int, int, str]:
+        with tempfile.TemporaryDirectory(prefix="troubleshoot-fstab-") as d:  # private (0700)
+            path = os.path.join(d, "fstab")
+            with open(path, "wb") as f:
+                f.write(data)
+            try:
+                p = subprocess.run([findmnt, "--verify", "--tab-file", path], capture_output=True, text=True,
+                                   timeout=30)
+            except (OSError, subprocess.TimeoutExpired):
+                return 0, 0, ""
+        out = (p.stdout + p.stderr).replace(path, "fstab")
+        m = re.search(r"(\d+) parse errors?, (\d+) errors?", out)
+        return (int(m.group(1)), int(m.group(2)), out) if m else (0, 0, out)
+
+    old_parse, old_errors, _ = verify(old or b"")
+    new_parse, new_errors, report = verify(new)
+    if new_parse > old_parse or (on_this_machine and new_errors > old_errors):
+        raise TroubleshootError("the new /etc/fstab does not pass `findmnt --verify`; nothing was changed:\n"
+                                + report.strip())
