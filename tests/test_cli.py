@@ -60,7 +60,8 @@ def test_nothing_matched_is_an_empty_list_and_exit_0():
 
 
 def test_unreadable_log_is_one_line_exit_2(tmp_path):
-    for target in (tmp_path / "missing.log", tmp_path):
+    (tmp_path / "empty").mkdir()  # a folder is read as per-rank logs; one without any is an error
+    for target in (tmp_path / "missing.log", tmp_path / "empty"):
         p = run_cli("diagnose", "--log", str(target))
         assert p.returncode == 2
         err = p.stderr.decode()

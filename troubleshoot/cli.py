@@ -37,7 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     d = sub.add_parser("diagnose", help="diagnose a log (file, '-' or piped stdin)")
-    d.add_argument("--log", metavar="PATH", help="log file, or '-' for stdin (default: stdin when piped)")
+    d.add_argument("--log", metavar="PATH", action="append",
+                   help="log file, folder of per-rank logs, glob, or '-' for stdin (default: stdin when "
+                        "piped); repeatable: the logs of one job are diagnosed together")
     _add_rules_arg(d)
     d.add_argument("--format", choices=("text", "json", "markdown"), default="text")
     d.add_argument("--no-probe", action="store_true", help="do not probe this machine (log only)")
@@ -69,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     from troubleshoot import cli_run
 
     cli_run.add_parser(sub, _add_rules_arg)
+    from troubleshoot import cli_fleet
+
+    cli_fleet.add_parser(sub, _add_rules_arg, _Parser)
 
     r = sub.add_parser("rules", help="list, show, lint, test and trace rules")
     rsub = r.add_subparsers(dest="rules_command", metavar="SUBCOMMAND", parser_class=_Parser)
@@ -118,6 +123,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cli_fix.cmd_fix(args, plugins) if args.command == "fix" else cli_fix.cmd_fixers(args, plugins)
         if args.command == "rules":
             return cmd_rules(args)
+        if args.command == "fleet":
+            from troubleshoot import cli_fleet
+
+            return cli_fleet.cmd_fleet(args, _plugins(args))
     except TroubleshootError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
@@ -159,47 +168,46 @@ def _plugins(args):
     return plugins
 
 
-def _facts(args, plugins) -> tuple[dict | None, str | None]:
+def _facts_sources(args, plugins) -> list:
     """Facts for a diagnosis: a saved snapshot, this machine's probes, or none (--no-probe)."""
     from troubleshoot import pipeline, snapshot
+    from troubleshoot.sources import FactsSource
 
     if getattr(args, "snapshot", None):
         loaded = snapshot.load(args.snapshot)
         for w in loaded.warnings:
             print(f"{PROG}: warning: {w}", file=sys.stderr)
-        return loaded.facts, f"snapshot {args.snapshot}"
+        return [FactsSource(loaded.facts, f"snapshot {args.snapshot}")]
     if getattr(args, "no_probe", False):
-        return None, None
-    snap = pipeline.probe(getattr(args, "python", None), plugins)
-    return snap, "this machine"
+        return []
+    return [FactsSource(pipeline.probe(getattr(args, "python", None), plugins), "this machine")]
 
 
 def cmd_diagnose(args) -> int:
     from troubleshoot import pipeline
+    from troubleshoot.sources import Sources, log_sources
 
     if args.follow or args.pid is not None:
         from troubleshoot import cli_follow
 
         return cli_follow.follow(args, _plugins(args))
-    log = args.log
-    if log is None and not sys.stdin.isatty():
-        log = "-"
-    if log is None and args.no_probe:
+    specs = args.log or ([] if sys.stdin.isatty() else ["-"])
+    if not specs and args.no_probe:
         raise TroubleshootError("nothing to diagnose: give a log (--log PATH, --log -, or pipe one), "
                                 "or let troubleshoot probe this machine (drop --no-probe)")
     plugins = _plugins(args)
     ruleset = pipeline.load_rules(args.rules, plugins)
-    if log not in (None, "-"):  # a bad path fails before seconds of probing
-        pipeline.open_log(log)[0].close()
-    facts, facts_source = _facts(args, plugins)
-    result = pipeline.run(log, facts=facts, ruleset=ruleset)
+    logs = log_sources(specs)  # a bad path fails before seconds of probing
+    facts = _facts_sources(args, plugins)
+    result = pipeline.diagnose_sources(Sources(logs, facts), ruleset)
     _warn_problems(result.ruleset)
-    source = result.source if facts_source is None or log is not None else facts_source
+    facts_source = facts[0].origin if facts else None
+    source = result.source if facts_source is None or logs else facts_source
     if args.format == "json":
         from troubleshoot.report import jsonfmt
 
-        meta = {"source": result.source, "lines": result.scan.total_lines if result.scan else 0,
-                "facts": facts_source}
+        meta = {"source": result.source, "lines": result.lines, "facts": facts_source,
+                "logs": result.logs, "summary": result.headline}
         sys.stdout.write(jsonfmt.render(result.diagnoses, meta))
     elif args.format == "markdown":
         from troubleshoot.report import markdown
@@ -208,6 +216,10 @@ def cmd_diagnose(args) -> int:
     else:
         from troubleshoot.report import text
 
+        if result.headline:
+            from troubleshoot.textsafe import terminal_safe
+
+            sys.stdout.write(terminal_safe(result.headline) + "\n\n")
         sys.stdout.write(text.render(result.diagnoses, colour=_use_colour(args.color),
                                      limit=None if args.all else 5, source=source))
     return 0
@@ -229,7 +241,9 @@ def cmd_tui(args) -> int:
 
 def cmd_probe(args) -> int:
     from troubleshoot import pipeline, snapshot
+    from troubleshoot.fleet.collect import hang_if_asked
 
+    hang_if_asked()
     snap = pipeline.probe(args.python, _plugins(args))
     if args.redact:
         snap = snapshot.redact(snap)
@@ -276,7 +290,9 @@ def cmd_rules(args) -> int:
         from troubleshoot.engine.examples import check_examples
 
         _warn_problems(ruleset)
-        checked, failures = check_examples(ruleset.rules)
+        from troubleshoot import paste
+
+        checked, failures = check_examples(ruleset.rules, facts_of=lambda text: paste.read(text).facts)
         for f in failures:
             print(f)
         print(f"{checked} examples in {len(ruleset.rules)} rules: {checked - len(failures)} passed, {len(failures)} failed")

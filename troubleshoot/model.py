@@ -123,6 +123,7 @@ class Evidence:
     span: tuple[int, int] | None = None  # matched part of `text`
     path: str | None = None  # fact path, for fact evidence
     value: Any = None
+    file: str | None = None  # the log the line came from, when a diagnosis read several
 
 
 @dataclass(frozen=True)
@@ -145,6 +146,11 @@ class Diagnosis:
     captures: Mapping[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     downstream_of_found: tuple[str, ...] = ()
+    # Where it was seen when several logs or machines were diagnosed together (pipeline.Sources).
+    ranks: tuple[int, ...] = ()
+    nodes: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()
+    first_seen: str | None = None  # the timestamp of its first line, as the log wrote it
     action: str | None = None  # what to do now (ignore, restart-app, reset-gpu, reboot, ...), None if the rule has none
     xid: Mapping[str, Any] | None = None  # {code, pci, name} when the diagnosis came from an Xid
 

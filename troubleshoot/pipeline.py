@@ -1,6 +1,8 @@
-"""The one-way flow that the CLI and the TUI both drive: rules + log + facts -> diagnoses.
+"""The one-way flow that the CLI, the TUI and the fleet commands drive: rules + sources -> diagnoses.
 
-Front ends call these functions and render what comes back; they hold no diagnosis logic.
+Front ends build a `sources.Sources` once per command (logs and machine facts, each tagged with
+its node and rank), call `diagnose_sources`, and render what comes back; they hold no diagnosis
+logic. One log and one machine is the case of one source.
 """
 
 from __future__ import annotations
@@ -8,23 +10,30 @@ from __future__ import annotations
 import io
 import os
 import sys
-from dataclasses import dataclass
+import tempfile
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import BinaryIO, Mapping, Sequence
 
-from troubleshoot.engine.diagnose import diagnose, scan_patterns, trace_rule
+from troubleshoot import logfiles, paste
+from troubleshoot.engine import merge, timestamps
+from troubleshoot.engine.diagnose import diagnose, fired, scan_patterns, trace_rule
 from troubleshoot.engine.ruleset import RuleSet, load_ruleset
 from troubleshoot.engine.scanner import ScanResult, scan_stream
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.model import Diagnosis
+from troubleshoot.sources import FactsSource, LogSource, Sources
 
 
 @dataclass
 class Result:
     diagnoses: list[Diagnosis]
     ruleset: RuleSet
-    scan: ScanResult | None
+    scan: ScanResult | None  # the scan of the one log read (None: no log, or several)
     source: str
+    lines: int = 0  # lines read, over every log
+    logs: int = 0  # logs diagnosed separately (each rank of a merged log counts)
+    headline: str | None = None  # which rank/node failed first and what followed, for several logs
 
 
 def open_log(path: str | None) -> tuple[BinaryIO, str]:
@@ -76,19 +85,159 @@ def load_rules(rule_dirs: Sequence[str] = (), plugins=None) -> RuleSet:
 
 def run(log: str | None, rule_dirs: Sequence[str] = (), facts: Mapping | None = None,
         ruleset: RuleSet | None = None, log_text: str | None = None) -> Result:
-    ruleset = ruleset or load_ruleset(rule_dirs)
-    scan = None
-    source = "machine facts"
+    """One log (a path, '-' or pasted text) and one machine's facts: the single-source case."""
+    logs = []
     if log_text is not None:
-        scan, source = scan_log(ruleset, io.BytesIO(log_text.encode("utf-8", "surrogateescape"))), "pasted log"
+        logs = [LogSource("pasted log", text=log_text)]
     elif log is not None:
-        stream, source = open_log(log)
-        try:
-            scan = scan_log(ruleset, stream)
-        finally:
-            if stream is not sys.stdin.buffer:
-                stream.close()
-    return Result(diagnoses=diagnose(ruleset.rules, scan, facts), ruleset=ruleset, scan=scan, source=source)
+        logs = [LogSource("stdin")] if log == "-" else [LogSource(log, log)]
+    facts_sources = [FactsSource(facts, "machine facts")] if facts is not None else []
+    return diagnose_sources(Sources(logs, facts_sources), ruleset or load_ruleset(rule_dirs))
+
+
+@dataclass
+class _Unit:
+    """One log as diagnosed: a file, or one rank of a merged log (with its line numbers)."""
+
+    source: LogSource
+    scan: ScanResult
+    order: int
+    spool: logfiles.RankStream | None = None
+    pasted: paste.Pasted | None = None  # state dumps in the log: facts of the machine it came from
+
+
+def diagnose_sources(sources: Sources, ruleset: RuleSet) -> Result:
+    """Every log and every machine's facts of one command -> one ranked list of diagnoses."""
+    patterns = None
+    units: list[_Unit] = []
+    with tempfile.TemporaryDirectory(prefix="troubleshoot-ranks-") as tmp:
+        for i, src in enumerate(sources.logs):
+            if patterns is None:
+                patterns = scan_patterns(ruleset.rules)
+            units += _read(src, i, ruleset, patterns, tmp)
+        if len(units) == 1 and units[0].spool is None:
+            return _one_log(units[0], sources, ruleset)
+        if not units and len(sources.facts) <= 1:
+            facts = sources.facts[0] if sources.facts else None
+            ds = diagnose(ruleset.rules, None, facts.facts if facts else None)
+            if facts and facts.node:
+                ds = [replace(d, nodes=(facts.node,)) for d in ds]
+            return Result(ds, ruleset, None, facts.origin if facts else "machine facts")
+        occurrences = _occurrences(units, sources, ruleset)
+    diagnoses = merge.merge(occurrences)
+    if len(units) == 1:
+        name = units[0].source.name
+    elif units and len({u.source.name for u in units}) == 1:
+        name = f"{units[0].source.name} ({len(units)} ranks)"
+    else:
+        name = f"{len({u.source.name for u in units})} logs" if units else f"{len(sources.facts)} machines"
+    return Result(diagnoses, ruleset, None, name, lines=_lines(units), logs=len(units),
+                  headline=merge.headline(diagnoses) if len(units) > 1 else None)
+
+
+def _lines(units: list[_Unit]) -> int:
+    return sum(u.scan.total_lines for u in units)
+
+
+def _read(src: LogSource, order: int, ruleset: RuleSet, patterns, tmp: str) -> list[_Unit]:
+    if src.text is not None:
+        stream: BinaryIO = io.BytesIO(src.text.encode("utf-8", "surrogateescape"))
+    else:
+        stream = logfiles.open_binary(src.path, src.name)
+    try:
+        head = stream.read(logfiles.PEEK)
+        peeked = logfiles.Peeked(head, stream)
+        if not logfiles.is_labelled(head):
+            if src.node is None and src.path:
+                src = replace(src, node=logfiles.sniff_node(src.path))
+            recorder = paste.Head(peeked)
+            scan = _scan(recorder, patterns, src.name)
+            return [_Unit(src, scan, order, pasted=paste.read(recorder.text()))]
+        folder = tempfile.mkdtemp(dir=tmp)
+        out = []
+        for spool in logfiles.split(peeked, folder):
+            tagged = replace(src, rank=src.rank if spool.rank is None else spool.rank,
+                             node=src.node or logfiles.sniff_node(spool.path))
+            with open(spool.path, "rb") as f:
+                out.append(_Unit(tagged, _scan(f, patterns, src.name), order, spool))
+        return out
+    except OSError as exc:
+        raise TroubleshootError(f"cannot read log {src.name}: {exc.strerror or exc}") from None
+    finally:
+        if stream is not sys.stdin.buffer:
+            stream.close()
+
+
+def _scan(stream, patterns, name: str) -> ScanResult:
+    try:
+        return scan_stream(stream, patterns)
+    except OSError as exc:
+        raise TroubleshootError(f"cannot read log {name}: {exc.strerror or exc}") from None
+
+
+def _facts(unit: _Unit, sources: Sources):
+    facts = sources.facts_for(unit.source.node)
+    return paste.merge(facts, unit.pasted) if unit.pasted else facts
+
+
+def _one_log(unit: _Unit, sources: Sources, ruleset: RuleSet) -> Result:
+    src = unit.source
+    ds = diagnose(ruleset.rules, unit.scan, _facts(unit, sources))
+    ranks = (src.rank,) if src.rank is not None else ()
+    nodes = (src.node,) if src.node else ()
+    ds = [replace(d, files=(src.name,), ranks=ranks, nodes=nodes) if d.count else replace(d, nodes=nodes)
+          for d in ds]
+    return Result(ds, ruleset, unit.scan, src.name, lines=unit.scan.total_lines, logs=1)
+
+
+def _occurrences(units: list[_Unit], sources: Sources, ruleset: RuleSet) -> list[merge.Occurrence]:
+    out: list[merge.Occurrence] = []
+    logged_nodes = set()
+    for u in units:
+        src = u.source
+        logged_nodes.add(src.node)
+        found = fired(ruleset.rules, u.scan, _facts(u, sources))
+        stamps = _stamps(u, found)
+        for d in found:
+            if d.count:
+                out.append(merge.Occurrence(_remap(d, u.spool), src.name, src.node, src.rank,
+                                            stamps.get(d.first_line), u.order))
+            else:  # a finding from the machine's facts belongs to the node, not to a rank's log
+                out.append(merge.Occurrence(d, None, src.node, None, None, u.order))
+    for i, f in enumerate(sources.facts):
+        if f.node not in logged_nodes or not units:
+            out += [merge.Occurrence(d, None, f.node, None, None, len(units) + i)
+                    for d in fired(ruleset.rules, None, f.facts)]
+    return out
+
+
+def _remap(d: Diagnosis, spool: logfiles.RankStream | None) -> Diagnosis:
+    """Line numbers of one rank's spooled lines back to the merged log's."""
+    if spool is None or not d.count:
+        return d
+    evidence = tuple(replace(e, line=spool.original(e.line)) if e.source == "log" else e for e in d.evidence)
+    return replace(d, evidence=evidence, first_line=spool.original(d.first_line),
+                   last_line=spool.original(d.last_line))
+
+
+def _stamps(u: _Unit, found: list[Diagnosis]) -> dict[int, timestamps.Stamp]:
+    """When each diagnosis was first seen in this log (keyed by its first line): that line's
+    timestamp, or the nearest one before it."""
+    out: dict[int, timestamps.Stamp] = {}
+    missing = []
+    for d in found:
+        if not d.count or d.first_line is None:
+            continue
+        first = next((e for e in d.evidence if e.source == "log"), None)
+        stamp = timestamps.find(first.text) if first else None
+        if stamp:
+            out[d.first_line] = stamp
+        else:
+            missing.append(d.first_line)
+    path = u.spool.path if u.spool else u.source.path  # line numbers are still the spool's own
+    if missing and path:
+        out.update(logfiles.stamps_at(path, missing))
+    return out
 
 
 def why(rule_id: str, log: str | None, rule_dirs: Sequence[str] = (), facts: Mapping | None = None):

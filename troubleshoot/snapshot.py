@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from importlib import resources
@@ -71,6 +70,7 @@ def check(data: Any, name: str = "snapshot") -> Loaded:
     elif version < 1:
         raise TroubleshootError(f"{name}: unknown snapshot schema {version}")
     facts = _clean(data, schema(), "", warnings, name, depth=0)
+    _derive(facts)
     for area in ("nvml", "kernel", "cuda", "frameworks", "docker", "io"):
         if area not in facts:
             warnings.append(f"{name}: no '{area}' facts; rules that need them cannot fire")
@@ -79,6 +79,15 @@ def check(data: Any, name: str = "snapshot") -> Loaded:
 
 _TYPES = {"object": dict, "array": list, "string": str, "integer": int, "number": (int, float), "boolean": bool,
           "null": type(None)}
+
+
+def _derive(facts: dict) -> None:
+    """Facts that newer probes derive, filled in for snapshots saved before they existed."""
+    cuda = facts.get("cuda")
+    if isinstance(cuda, dict) and "versions" not in cuda and isinstance(cuda.get("libraries"), list):
+        from troubleshoot.probes.cuda import versions
+
+        cuda["versions"] = versions([lib for lib in cuda["libraries"] if isinstance(lib, dict) and lib.get("name")])
 
 
 def _type_ok(value, types) -> bool:
@@ -134,13 +143,12 @@ def _short(value) -> str:
 
 def save(facts: dict, path: str | Path) -> None:
     """Write atomically, so an interrupted save never leaves half a snapshot."""
+    from troubleshoot.safeio import atomic_write
+
     p = Path(path)
-    tmp = p.with_name(f".{p.name}.tmp-{os.getpid()}")
     try:
-        tmp.write_text(json.dumps(facts, indent=2, sort_keys=False, default=str) + "\n", encoding="utf-8")
-        os.replace(tmp, p)
+        atomic_write(p, (json.dumps(facts, indent=2, sort_keys=False, default=str) + "\n").encode("utf-8"))
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise TroubleshootError(f"cannot write snapshot {p}: {exc.strerror or exc}") from None
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Iterable, Mapping
 
 from troubleshoot.engine import conditions
-from troubleshoot.engine.scanner import ScanPattern, ScanResult
+from troubleshoot.engine.scanner import ScanPattern, ScanResult, series_view
 from troubleshoot.model import SEVERITIES, Diagnosis, Evidence, Fix, Rule
 
 LOG_ROLE = "log"
@@ -83,7 +83,7 @@ def trace_rule(rule: Rule, scan: ScanResult | None, facts: Mapping | None) -> Ru
 
     env = dict(facts or {})
     env["log"] = captures
-    env["series"] = {k: v.as_dict() for k, v in log_hits.series.items()} if log_hits else {}
+    env["series"] = series_view(log_hits.series) if log_hits else {}
     conds = []
     for c in rule.facts:
         missing: list[str] = []
@@ -130,28 +130,33 @@ _PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_0-9]+|\[\d+\])*$")
 
 def diagnose(rules: Iterable[Rule], scan: ScanResult | None, facts: Mapping | None = None) -> list[Diagnosis]:
     """The fired rules as diagnoses, refined, related and ranked best first."""
-    rules = list(rules)
+    return rank(fired(rules, scan, facts), scan.total_lines if scan else 0)
+
+
+def fired(rules: Iterable[Rule], scan: ScanResult | None, facts: Mapping | None = None) -> list[Diagnosis]:
+    """The fired rules as diagnoses (refined ones dropped), not yet related or ranked: what
+    several sources' results are merged from before ranking them together."""
     traces = [trace_rule(r, scan, facts) for r in rules]
-    fired = [t for t in traces if t.fired]
-    by_id = {t.rule.id: t.rule for t in fired}
+    hits = [t for t in traces if t.fired]
+    by_id = {t.rule.id: t.rule for t in hits}
     refined: set[str] = set()
     covered: dict[str, set[str]] = {}  # catalog rule id -> Xid codes a more specific catalog rule explains
-    for t in fired:
+    for t in hits:
         for ref in t.rule.refines:
             target = by_id.get(ref)
             if t.rule.catalog and target is not None and target.catalog == t.rule.catalog:
                 covered.setdefault(ref, set()).update(_parts(t, scan))
             else:
                 refined.add(ref)
-    fired = [t for t in fired if t.rule.id not in refined]
+    hits = [t for t in hits if t.rule.id not in refined]
     diagnoses: list[Diagnosis] = []
-    codes = tuple(sorted({int(c) for t in fired if t.rule.catalog for c in _parts(t, scan) if c.isdigit()}))
-    for t in fired:
+    codes = tuple(sorted({int(c) for t in hits if t.rule.catalog for c in _parts(t, scan) if c.isdigit()}))
+    for t in hits:
         if t.rule.catalog == "xid" and scan is not None:
             diagnoses += _xid_diagnoses(t, scan, facts, covered.get(t.rule.id, set()), codes)
         else:
             diagnoses.append(_diagnosis(t, facts))
-    return rank(_follow_xid_154(diagnoses), scan.total_lines if scan else 0)
+    return _follow_xid_154(diagnoses)
 
 
 def _action_rank(action: str | None) -> int:
@@ -257,11 +262,13 @@ def _diagnosis(t: RuleTrace, facts: Mapping | None, extra: Mapping[str, str] | N
     values = dict(t.captures)
     words = {**values, **(extra or {})}  # what `{name}` placeholders may use
     evidence = [Evidence(source="log", text=h.text, line=h.line, span=(h.start, h.end)) for h in t.log_lines]
-    for c in t.conditions:
+    pasted = (facts or {}).get(PASTED_LINES) or {}
+    for cond, c in zip(rule.facts, t.conditions):
         for path, value in c.reads:
             if path.startswith(("log.", "series.")) or any(e.path == path for e in evidence):
                 continue
             evidence.append(Evidence(source="fact", text=f"{path} = {_short(value)}", path=path, value=value))
+        evidence += _pasted_evidence(cond.tree, pasted, evidence)
     confidence = rule.confidence
     explain = interpolate(rule.explain, words, facts)
     said = []
@@ -277,8 +284,10 @@ def _diagnosis(t: RuleTrace, facts: Mapping | None, extra: Mapping[str, str] | N
                 if not path.startswith(("log.", "series.")) and not any(e.path == path for e in evidence):
                     value = _lookup(env, path)
                     evidence.append(Evidence(source="fact", text=f"{path} = {_short(value)}", path=path, value=value))
+            evidence += _pasted_evidence(ctx.when.tree, pasted, evidence)
     if said:
-        explain += "\n\n**On this machine:** " + " ".join(said)
+        where = "In the pasted state" if pasted else "On this machine"
+        explain += f"\n\n**{where}:** " + " ".join(said)
     notes = []
     if t.log_count > len(t.log_lines):
         first, last = t.log_lines[0].line, t.log_lines[-1].line
@@ -302,8 +311,27 @@ def _diagnosis(t: RuleTrace, facts: Mapping | None, extra: Mapping[str, str] | N
     )
 
 
+# Facts read from state dumps pasted into the log carry the line that showed them (troubleshoot.paste).
+PASTED_LINES = "_pasted_lines"
+
+
+def _pasted_evidence(tree, pasted: Mapping, evidence: list) -> list:
+    """The pasted lines behind the facts a condition reads, as log evidence."""
+    out: list = []
+    if not pasted:
+        return out
+    for path in conditions.qualified_paths(tree):
+        where = pasted.get(re.sub(r"\[\d+\]", "[]", path))
+        if where and not any(e.source == "log" and e.line == where[0] for e in evidence + out):
+            out.append(Evidence(source="log", text=where[1], line=where[0], path=path))
+    return out
+
+
 def _short(value, limit: int = 160) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    if isinstance(value, list) and value and all(isinstance(v, (str, int, float)) for v in value):
+        text = ", ".join(map(str, value))  # versions, paths: read as a sentence, not as JSON
+    else:
+        text = value if isinstance(value, str) else json.dumps(value, default=str)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -339,8 +367,9 @@ def render_fix(ref, captures: Mapping[str, str], facts: Mapping | None) -> Fix:
     return Fix(fixer=ref.fixer, title=interpolate(ref.title, captures, facts), params=params)
 
 
-def rank(diagnoses: list[Diagnosis], total_lines: int) -> list[Diagnosis]:
-    """Causes before their consequences, then severity, then confidence weighted by recency."""
+def relate(diagnoses: list[Diagnosis], where: str = "the same log") -> list[Diagnosis]:
+    """Mark each diagnosis whose rule names a found symptom in `downstream_of` as its consequence
+    (confidence halved, a note says which)."""
     found = {}
     for d in diagnoses:
         found.setdefault(d.symptom, d)
@@ -351,8 +380,14 @@ def rank(diagnoses: list[Diagnosis], total_lines: int) -> list[Diagnosis]:
         if causes:
             names = ", ".join(f"{s} ({found[s].rule.id})" for s in causes)
             d = replace(d, confidence=round(d.confidence * DOWNSTREAM_FACTOR, 3), downstream_of_found=causes,
-                        notes=d.notes + (f"likely a consequence of {names}, found in the same log",))
+                        notes=d.notes + (f"likely a consequence of {names}, found in {where}",))
         adjusted.append(d)
+    return adjusted
+
+
+def rank(diagnoses: list[Diagnosis], total_lines: int) -> list[Diagnosis]:
+    """Causes before their consequences, then severity, then confidence weighted by recency."""
+    adjusted = relate(diagnoses)
 
     def key(d: Diagnosis):
         if d.last_line and total_lines:

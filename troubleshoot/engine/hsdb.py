@@ -177,7 +177,7 @@ def _save(path: Path, db, rejected: set[int]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         if not _trusted_dir(path.parent):
             return
-        from troubleshoot.fixes.files import atomic_write
+        from troubleshoot.safeio import atomic_write
 
         head = b"rejected:" + ",".join(str(i) for i in sorted(rejected)).encode() + b"\n"
         atomic_write(path, head + _hs.dumpb(db))

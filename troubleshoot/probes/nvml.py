@@ -49,6 +49,7 @@ def probe(ctx: ProbeContext) -> dict:
         out["nvml_version"] = _call(errors, "nvml_version", lambda: _text(nv.nvmlSystemGetNVMLVersion()))
         count = _call(errors, "device_count", nv.nvmlDeviceGetCount)
         out["gpus"] = [_gpu(nv, i, ctx) for i in range(count or 0)]
+        out["topology"] = _topology(nv, count or 0)
         if errors:
             out["errors"] = errors
         return out
@@ -95,6 +96,9 @@ def _gpu(nv, index: int, ctx: ProbeContext) -> dict:
     g["utilization_gpu"] = util.gpu if util is not None else None
     g["utilization_memory"] = util.memory if util is not None else None
     g["temperature_c"] = get("temperature_c", nv.nvmlDeviceGetTemperature, 0)  # NVML_TEMPERATURE_GPU
+    # NVML_TEMPERATURE_THRESHOLD_SHUTDOWN = 0, _SLOWDOWN = 1: where the driver turns off / slows the GPU
+    g["temperature_slowdown_c"] = get("temperature_slowdown_c", nv.nvmlDeviceGetTemperatureThreshold, 1)
+    g["temperature_shutdown_c"] = get("temperature_shutdown_c", nv.nvmlDeviceGetTemperatureThreshold, 0)
     power = get("power_w", nv.nvmlDeviceGetPowerUsage)
     g["power_w"] = round(power / 1000, 1) if power is not None else None
     limit = get("power_limit_w", nv.nvmlDeviceGetEnforcedPowerLimit)
@@ -159,3 +163,43 @@ def _process(p, ctx: ProbeContext) -> dict:
     comm = ctx.read(f"/proc/{p.pid}/comm")
     return {"pid": p.pid, "name": comm.strip() if comm else None,
             "used_memory_mib": used // (1 << 20) if isinstance(used, int) else None}
+
+
+# nvmlGpuTopologyLevel_t -> the link names of `nvidia-smi topo -m`
+TOPOLOGY_LEVELS = {0: "X", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
+MAX_NVLINKS = 18
+
+
+def _topology(nv, count: int) -> list[dict] | None:
+    """How each GPU pair talks: NV (NVLink), or the PCIe path (PIX ... SYS), as `topo -m` shows."""
+    if count < 2:
+        return [] if count else None
+    try:
+        handles = [nv.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+        buses = [_text(nv.nvmlDeviceGetPciInfo(h).busId).lower()[-12:] for h in handles]
+    except Exception:
+        return None
+    nvlinked: set[tuple[int, int]] = set()
+    for a, h in enumerate(handles):
+        for link in range(MAX_NVLINKS):
+            try:
+                if not nv.nvmlDeviceGetNvLinkState(h, link):
+                    continue
+                remote = _text(nv.nvmlDeviceGetNvLinkRemotePciInfo(h, link).busId).lower()[-12:]
+            except Exception:
+                break  # no NVLink on this GPU (NotSupported), or no more links
+            if remote in buses:
+                nvlinked.add(tuple(sorted((a, buses.index(remote)))))
+    pairs = []
+    for a in range(count):
+        for b in range(a + 1, count):
+            if (a, b) in nvlinked:
+                pairs.append({"gpu_a": a, "gpu_b": b, "link": "NV", "text": "NV"})
+                continue
+            try:
+                level = nv.nvmlDeviceGetTopologyCommonAncestor(handles[a], handles[b])
+            except Exception:
+                return None
+            name = TOPOLOGY_LEVELS.get(int(level), str(level))
+            pairs.append({"gpu_a": a, "gpu_b": b, "link": name, "text": name})
+    return pairs

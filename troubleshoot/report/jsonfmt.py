@@ -15,7 +15,7 @@ def diagnosis_dict(d: Diagnosis) -> dict:
     for e in d.evidence:
         if e.source == "log":
             evidence.append({"source": "log", "line": e.line, "text": e.text,
-                             "span": list(e.span) if e.span else None})
+                             "span": list(e.span) if e.span else None, "file": e.file})
         else:
             evidence.append({"source": "fact", "path": e.path, "value": e.value, "text": e.text})
     return {
@@ -36,6 +36,10 @@ def diagnosis_dict(d: Diagnosis) -> dict:
         "references": list(d.rule.references),
         "notes": list(d.notes),
         "origin": {"path": d.rule.origin.path, "line": d.rule.origin.line, "pack": d.rule.origin.pack},
+        "ranks": list(d.ranks),
+        "nodes": list(d.nodes),
+        "files": list(d.files),
+        "first_seen": d.first_seen,
     }
 
 

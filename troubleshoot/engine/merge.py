@@ -1,0 +1,128 @@
+"""Many sources' diagnoses -> one ranked list: the first failure above its consequences.
+
+Pure functions. Each log (a rank's file, one rank of a merged log, a node's snapshot) is
+diagnosed on its own; here the same rule's diagnoses are merged into one that says on which
+ranks, nodes and files it was seen and when it was first seen, then related across sources (an
+OOM on rank 17 makes the NCCL timeouts of the other ranks its consequences) and ranked: causes
+first, then severity, then the earliest first seen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Sequence
+
+from troubleshoot.engine.diagnose import relate
+from troubleshoot.engine.timestamps import Stamp
+from troubleshoot.model import SEVERITIES, Diagnosis
+
+_LATE = (99, 99, 0.0)  # sorts after every real timestamp
+
+
+@dataclass(frozen=True)
+class Occurrence:
+    """One source's diagnosis, with where and when it was seen there."""
+
+    diagnosis: Diagnosis
+    file: str | None = None
+    node: str | None = None
+    rank: int | None = None
+    stamp: Stamp | None = None
+    order: int = 0  # the source's position, for ties
+
+    @property
+    def rank_seen(self) -> int | None:
+        if self.rank is not None:
+            return self.rank
+        value = self.diagnosis.captures.get("rank")  # NCCL lines say "[Rank 3]"
+        return int(value) if isinstance(value, str) and value.isdigit() else None
+
+    def key(self):
+        return (self.stamp.key if self.stamp else _LATE, self.diagnosis.first_line or 0, self.order)
+
+
+def merge(occurrences: Sequence[Occurrence]) -> list[Diagnosis]:
+    """One diagnosis per rule, related and ranked across every source."""
+    by_rule: dict[tuple, list[Occurrence]] = {}
+    for o in occurrences:  # an Xid rule gives one diagnosis per Xid code: kept apart
+        by_rule.setdefault((o.diagnosis.rule.id, (o.diagnosis.xid or {}).get("code")), []).append(o)
+    merged: list[tuple[Diagnosis, tuple]] = []
+    for occ in by_rule.values():
+        occ.sort(key=Occurrence.key)
+        first = occ[0]
+        d = first.diagnosis
+        ranks = tuple(sorted({r for r in (o.rank_seen for o in occ) if r is not None}))
+        nodes = tuple(dict.fromkeys(o.node for o in occ if o.node))
+        files = tuple(dict.fromkeys(o.file for o in occ if o.file))
+        notes = tuple(n for n in d.notes if not n.startswith("matched "))
+        if len(occ) > 1:
+            notes += (f"seen in {len(occ)} sources ({_where(ranks, nodes, files)}); the first is shown",)
+        evidence = tuple(replace(e, file=first.file) if e.source == "log" else e for e in d.evidence)
+        d = replace(d, count=sum(o.diagnosis.count for o in occ), evidence=evidence, notes=notes,
+                    confidence=max(o.diagnosis.confidence for o in occ), ranks=ranks, nodes=nodes,
+                    files=files, first_seen=str(first.stamp) if first.stamp else None)
+        merged.append((d, first.key()[:1]))
+    related = relate([d for d, _ in merged], where="the logs read together")
+    when = [k for _, k in merged]  # relate keeps the order
+
+    def key(pair):
+        d, first = pair
+        return (1 if d.downstream_of_found else 0, SEVERITIES.index(d.severity), first, -d.confidence, d.rule.id)
+
+    return [d for d, _ in sorted(zip(related, when), key=key)]
+
+
+def _where(ranks, nodes, files) -> str:
+    parts = []
+    if ranks:
+        parts.append(f"{len(ranks)} rank{'s' if len(ranks) != 1 else ''}")
+    if nodes:
+        parts.append(f"{len(nodes)} node{'s' if len(nodes) != 1 else ''}")
+    if files and not ranks:
+        parts.append(f"{len(files)} file{'s' if len(files) != 1 else ''}")
+    return ", ".join(parts) or "several sources"
+
+
+_CONSEQUENCE_VERB = {
+    "nccl-timeout": "timed out in NCCL",
+    "nccl-error": "reported NCCL errors",
+    "dist-rendezvous": "lost the rendezvous",
+}
+
+
+def who(d: Diagnosis) -> str:
+    """'rank 17 on node gpu-07', 'node gpu-07', 'rank 3' or the file, for the first sighting."""
+    rank = f"rank {d.ranks[0]}" if len(d.ranks) == 1 else (f"ranks {_span(d.ranks)}" if d.ranks else "")
+    node = f"node {d.nodes[0]}" if len(d.nodes) == 1 else (f"{len(d.nodes)} nodes" if d.nodes else "")
+    if rank and node:
+        return f"{rank} on {node}"
+    return rank or node or (d.files[0] if d.files else "the log")
+
+
+def headline(diagnoses: Sequence[Diagnosis]) -> str | None:
+    """'rank 17 on node gpu-07 failed first with cuda-oom (at ...); 63 ranks then timed out in
+    NCCL', or None when no log diagnosis stands out as a cause."""
+    causes = [d for d in diagnoses if d.count and not d.downstream_of_found]
+    if not causes:
+        return None
+    top = causes[0]
+    text = f"{who(top)} failed first with {top.symptom} ({top.rule.id})"
+    if top.first_seen:
+        text += f" at {top.first_seen}"
+    by_symptom: dict[str, set] = {}
+    for d in diagnoses:
+        if d.downstream_of_found and top.symptom in d.downstream_of_found:
+            by_symptom.setdefault(d.symptom, set()).update(d.ranks or d.nodes or d.files)
+    parts = []
+    for symptom, seen in by_symptom.items():
+        others = seen - set(top.ranks or top.nodes or top.files)
+        unit = "ranks" if any(isinstance(x, int) for x in seen) else "sources"
+        n = len(others) or len(seen)
+        if unit == "ranks" and n == 1:
+            unit = "rank"
+        parts.append(f"{n} {unit} then {_CONSEQUENCE_VERB.get(symptom, 'reported ' + symptom)}")
+    return text + ("; " + "; ".join(parts) if parts else "")
+
+
+def _span(ranks: Sequence[int]) -> str:
+    return ",".join(map(str, ranks)) if len(ranks) <= 6 else f"{ranks[0]}..{ranks[-1]} ({len(ranks)})"

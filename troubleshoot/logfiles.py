@@ -1,0 +1,184 @@
+"""Reading logs for the pipeline: merged multi-rank logs split by their line labels, and the
+timestamp in force at a given line.
+
+A merged log is what `srun --label` (`3: ...`), torchrun `--tee`/`--redirects` (`[default3]:...`)
+and PyTorch's C++ logging (`[rank3]:...`) write: every rank's lines interleaved, each carrying
+its rank. Such a log is split into one spooled file per rank, with the label removed (so rules
+see the line as the rank printed it) and each line's number in the original log kept.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import tempfile
+from array import array
+from dataclasses import dataclass
+from typing import BinaryIO
+
+from troubleshoot.engine import timestamps
+from troubleshoot.errors import TroubleshootError
+
+PEEK = 256 << 10
+LABELLED_SHARE = 0.5  # of the first lines, how many must carry a rank label for the log to be split
+LOOKBACK = 64 << 10  # how far before a line its timestamp is looked for
+# NCCL_DEBUG lines start with the host: "gpu-07:15325:16199 [2] NCCL INFO ..."
+_NCCL_HOST = re.compile(rb"^([A-Za-z0-9][A-Za-z0-9_.-]{0,62}):\d+:\d+ \[\d+\] NCCL (?:INFO|WARN)", re.M)
+_LABEL = re.compile(rb"^ {0,6}(\d{1,6}): (?:\[(?:rank|default)(\d{1,6})\]: ?)?|^\[(?:rank|default)(\d{1,6})\]: ?")
+
+
+@dataclass
+class RankStream:
+    """One rank's lines of a merged log, spooled to `path`; `lines[i]` is the original line
+    number of line i + 1."""
+
+    rank: int | None
+    path: str
+    lines: array
+
+    def original(self, line: int | None) -> int | None:
+        if line is None or not 1 <= line <= len(self.lines):
+            return line
+        return self.lines[line - 1]
+
+
+def label(line: bytes) -> tuple[int | None, int]:
+    """(rank, length of the label) of one line; (None, 0) when unlabelled."""
+    m = _LABEL.match(line)
+    if m is None:
+        return None, 0
+    inner = m.group(2) or m.group(3)
+    return int(inner if inner is not None else m.group(1)), m.end()
+
+
+def is_labelled(head: bytes) -> bool:
+    lines = [ln for ln in head.split(b"\n")[:2000] if ln.strip()]
+    if len(lines) > 1 and not head.endswith(b"\n"):
+        lines = lines[:-1]  # cut mid-line by the peek
+    if not lines:
+        return False
+    return sum(1 for ln in lines if _LABEL.match(ln)) >= LABELLED_SHARE * len(lines)
+
+
+class Peeked:
+    """A stream whose first bytes were already read (stdin cannot seek back)."""
+
+    def __init__(self, head: bytes, rest: BinaryIO):
+        self.head, self.rest = head, rest
+
+    def read(self, n: int = -1) -> bytes:
+        if self.head:
+            out, self.head = (self.head, b"") if n < 0 or n >= len(self.head) else (self.head[:n], self.head[n:])
+            return out
+        return self.rest.read(n)
+
+
+def open_binary(path: str | None, name: str) -> BinaryIO:
+    if path is None:
+        return sys.stdin.buffer
+    try:
+        return open(path, "rb")
+    except OSError as exc:
+        raise TroubleshootError(f"cannot read log {name}: {exc.strerror or exc}") from None
+
+
+def split(stream: BinaryIO, tmpdir: str) -> list[RankStream]:
+    """Spool a merged log into one file per rank (unlabelled lines: rank None)."""
+    out: dict[int | None, tuple[BinaryIO, RankStream]] = {}
+    n = 0
+    try:
+        for raw in iter_lines(stream):
+            n += 1
+            rank, cut = label(raw)
+            entry = out.get(rank)
+            if entry is None:
+                path = os.path.join(tmpdir, f"rank-{'none' if rank is None else rank}.log")
+                entry = out[rank] = (open(path, "wb", buffering=1 << 20), RankStream(rank, path, array("L")))
+            entry[0].write(raw[cut:])
+            entry[1].lines.append(n)
+    except OSError as exc:
+        raise TroubleshootError(f"cannot split the merged log into ranks: {exc.strerror or exc}") from None
+    finally:
+        for f, _ in out.values():
+            f.close()
+    return sorted((s for _, s in out.values()), key=lambda s: (s.rank is None, s.rank or 0))
+
+
+def iter_lines(stream: BinaryIO, chunk_size: int = 8 << 20):
+    carry = b""
+    while True:
+        block = stream.read(chunk_size)
+        if not block:
+            break
+        data = carry + block
+        lines = data.split(b"\n")
+        carry = lines.pop()
+        for ln in lines:
+            yield ln + b"\n"
+    if carry:
+        yield carry + b"\n"
+
+
+def stamps_at(path: str, lines: list[int]) -> dict[int, timestamps.Stamp]:
+    """For each line number, the timestamp on that line or the nearest one before it (within
+    LOOKBACK bytes). One forward pass counting newlines, one short read per line asked."""
+    wanted = sorted(set(ln for ln in lines if ln and ln > 0))
+    found: dict[int, timestamps.Stamp] = {}
+    if not wanted:
+        return found
+    ends: dict[int, int] = {}  # line -> byte offset just after it
+    try:
+        with open(path, "rb") as f:
+            line, offset, i = 1, 0, 0
+            while i < len(wanted):
+                block = f.read(8 << 20)
+                if not block:
+                    break
+                pos = 0
+                while i < len(wanted):
+                    need = wanted[i] - line  # newlines to pass before reaching the wanted line's end
+                    nl = _nth_newline(block, pos, need)
+                    if nl < 0:
+                        line += block.count(b"\n", pos)
+                        break
+                    ends[wanted[i]] = offset + nl + 1
+                    line, pos, i = wanted[i] + 1, nl + 1, i + 1
+                offset += len(block)
+            for ln, end in ends.items():
+                start = max(0, end - LOOKBACK)
+                f.seek(start)
+                window = f.read(end - start).decode("utf-8", "replace").split("\n")
+                if start:
+                    window = window[1:]  # the first piece may be a partial line
+                for text in reversed(window):
+                    stamp = timestamps.find(text)
+                    if stamp:
+                        found[ln] = stamp
+                        break
+    except OSError:
+        return found
+    return found
+
+
+def _nth_newline(block: bytes, pos: int, n: int) -> int:
+    """Offset of the (n+1)-th newline at or after pos, or -1."""
+    idx = pos - 1
+    for _ in range(n + 1):
+        idx = block.find(b"\n", idx + 1)
+        if idx < 0:
+            return -1
+    return idx
+
+
+def sniff_node(path: str) -> str | None:
+    """The host a rank's log names in its NCCL_DEBUG lines (most often seen), if any."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(PEEK)
+    except OSError:
+        return None
+    hosts = _NCCL_HOST.findall(head)
+    if not hosts:
+        return None
+    return max(set(hosts), key=hosts.count).decode("ascii", "replace")

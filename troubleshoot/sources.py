@@ -1,0 +1,137 @@
+"""What one command diagnoses: logs and machine facts, each tagged with its node and rank.
+
+Front ends (CLI, TUI, fleet) build a `Sources` once per command and hand it to
+`pipeline.diagnose`; single-machine `diagnose` is the case of one log and one set of facts.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from troubleshoot.errors import TroubleshootError
+
+# Files in a log folder that are not logs (snapshots, reports, archives).
+NOT_LOGS = (".json", ".md", ".gz", ".zst", ".xz", ".bz2", ".zip", ".tar", ".pt", ".bin", ".safetensors")
+MAX_LOG_FILES = 10_000
+
+
+@dataclass(frozen=True)
+class LogSource:
+    name: str  # as shown to the user: a path, "stdin", "pasted log"
+    path: str | None = None  # the file to read (None: stdin or pasted text)
+    text: str | None = None  # pasted text
+    node: str | None = None
+    rank: int | None = None
+
+    @property
+    def stdin(self) -> bool:
+        return self.path is None and self.text is None
+
+
+@dataclass(frozen=True)
+class FactsSource:
+    facts: Mapping | None
+    origin: str  # "this machine", "snapshot FILE"
+    node: str | None = None
+
+
+@dataclass
+class Sources:
+    logs: list[LogSource] = field(default_factory=list)
+    facts: list[FactsSource] = field(default_factory=list)
+
+    def facts_for(self, node: str | None) -> Mapping | None:
+        """The facts of a log's node; one set of facts stands for every log (one machine)."""
+        if len(self.facts) == 1 and (self.facts[0].node is None or node is None or self.facts[0].node == node):
+            return self.facts[0].facts
+        for f in self.facts:
+            if node is not None and f.node == node:
+                return f.facts
+        return None
+
+    @property
+    def nodes(self) -> list[str]:
+        seen = [f.node for f in self.facts] + [s.node for s in self.logs]
+        return list(dict.fromkeys(n for n in seen if n))
+
+
+def log_sources(specs: Iterable[str]) -> list[LogSource]:
+    """Each `--log` value as log sources: '-' (stdin), a file, a folder (every log file under
+    it) or a glob; node and rank come from the file names where they say them."""
+    out: list[LogSource] = []
+    for spec in specs:
+        if spec == "-":
+            out.append(LogSource("stdin"))
+            continue
+        p = Path(spec)
+        if p.is_dir():
+            files = sorted(f for f in p.rglob("*") if _is_log_file(f))
+            if not files:
+                raise TroubleshootError(f"cannot read log {spec}: no log files in this folder")
+            out += [tagged(LogSource(str(f), str(f)), root=p) for f in files[:MAX_LOG_FILES]]
+        elif not p.exists() and glob.has_magic(spec):
+            files = sorted(Path(f) for f in glob.glob(spec, recursive=True) if Path(f).is_file())
+            if not files:
+                raise TroubleshootError(f"cannot read log {spec}: no file matches")
+            out += [tagged(LogSource(str(f), str(f))) for f in files[:MAX_LOG_FILES]]
+        else:
+            check_readable(spec)
+            out.append(tagged(LogSource(spec, spec)))
+    seen: set[str] = set()
+    unique = []
+    for s in out:  # a file named twice (a folder and a glob over it) is read once
+        key = os.path.realpath(s.path) if s.path else s.name
+        if key not in seen:
+            seen.add(key)
+            unique.append(s)
+    return unique
+
+
+def check_readable(path: str) -> None:
+    p = Path(path)
+    try:
+        if p.is_dir():
+            raise TroubleshootError(f"cannot read log {path}: is a directory")
+        with open(p, "rb"):
+            pass
+    except OSError as exc:
+        raise TroubleshootError(f"cannot read log {path}: {exc.strerror or exc}") from None
+
+
+def _is_log_file(f: Path) -> bool:
+    return f.is_file() and not f.name.startswith(".") and not f.name.lower().endswith(NOT_LOGS)
+
+
+# `troubleshoot run` under srun/torchrun: <stamp>-<job>.<node>.rank<N>.log
+_RUN_NAME = re.compile(r"\.(?P<node>[A-Za-z0-9_-][A-Za-z0-9_.-]*?)\.rank(?P<rank>\d+)\.log$")
+# torchrun --log-dir: <dir>/<run id>/attempt_<k>/<local rank>/{stdout,stderr}.log
+_TORCHRUN = re.compile(r"attempt_\d+/(?P<rank>\d+)/std(?:out|err)\.log$")
+# Slurm --output=slurm-%j-%t.out / %j_%t / %j.%t (job id, task id)
+_SLURM_TASK = re.compile(r"slurm-\d+[-_.](?P<rank>\d+)\.(?:out|err|log)$")
+_RANK_WORD = re.compile(r"(?i)(?:^|[^a-z])rank[-_.]?(?P<rank>\d+)(?:[^0-9]|$)")
+_NODE_WORD = re.compile(r"(?i)(?:^|[._-])node[-_=](?P<node>[a-z0-9][a-z0-9-]*)")
+
+
+def tagged(src: LogSource, root: Path | None = None) -> LogSource:
+    """Node and rank read from the file's name, where a known layout says them."""
+    path = (src.path or "").replace(os.sep, "/")
+    name = path.rsplit("/", 1)[-1]
+    rank = node = None
+    m = _RUN_NAME.search(name)
+    if m:
+        node, rank = m["node"], int(m["rank"])
+    else:
+        for pat, text in ((_TORCHRUN, path), (_SLURM_TASK, name), (_RANK_WORD, name)):
+            m = pat.search(text)
+            if m:
+                rank = int(m["rank"])
+                break
+        m = _NODE_WORD.search(name)
+        if m:
+            node = m["node"]
+    return replace(src, node=src.node or node, rank=src.rank if src.rank is not None else rank)
