@@ -80,7 +80,7 @@ def _when(line: str, boot: datetime | None) -> tuple[float | None, str | None]:
     return uptime, wall
 
 
-def _verdict(code: int, line: str) -> tuple[str | None, str | None]:
+def verdict(code: int, line: str) -> tuple[str | None, str | None]:
     try:
         from troubleshoot.engine.xid import load_catalog
 
@@ -168,7 +168,7 @@ def parse_xids(text: str, boot: datetime | None = None) -> list[dict]:
             pid = m.group("pid")
             code = int(m.group("code"))
             uptime, wall = _when(line, boot)
-            symptom, action = _verdict(code, line)
+            symptom, action = verdict(code, line)
             events.append({
                 "code": code,
                 "pci": m.group("pci"),
@@ -193,7 +193,7 @@ def parse_xids(text: str, boot: datetime | None = None) -> list[dict]:
             if prev and prev["code"] == 79 and pci and _same_device(prev["pci"], pci):
                 continue  # the driver's second line about the same Xid 79
             uptime, wall = _when(line, boot)
-            symptom, action = _verdict(79, line)
+            symptom, action = verdict(79, line)
             events.append({"code": 79, "pci": pci, "pid": None, "process": None,
                            "message": "GPU has fallen off the bus", "line": line.strip()[:300],
                            "uptime_s": uptime, "time": wall, "current": True, "symptom": symptom, "action": action})
