@@ -180,3 +180,29 @@ def test_kubernetes_example_manifest_has_the_kubernetes_object_shape():
     broken["spec"]["template"]["spec"]["containers"][0]["volumeMount"] = []
     with pytest.raises(Exception):
         kv.validate(broken, "1.30.0", strict=True)
+
+
+@pytest.mark.asyncio
+async def test_fleet_view_lists_nodes_and_shows_the_selected_nodes_findings(tmp_path):
+    from troubleshoot import pipeline
+    from troubleshoot.fleet.diagnose import diagnose_fleet
+    from troubleshoot.tui.fleet import FleetApp
+
+    res = diagnose_fleet(node_snapshots(tmp_path / "snaps"), pipeline.load_rules())
+    app = FleetApp(res)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        table = app.query_one("#nodes")
+        assert [table.get_row_at(i)[0] for i in range(table.row_count)][-2:] == ["gpu-01", "gpu-05"]
+        detail = app.query_one("#detail")
+        first = str(detail.content)
+        assert first.startswith(table.get_row_at(0)[0])
+        seen = {}
+        for i in range(table.row_count):
+            seen[table.get_row_at(i)[0]] = str(detail.content)
+            await pilot.press("down")
+            await pilot.pause()
+        assert "driver 550.54.14 (others: 555.42.02 on 4 nodes)" in seen["gpu-02"]
+        assert "GPU 0 PCIe link at gen4 x8 of x16" in seen["gpu-03"]
+        assert "Xid 79" in seen["gpu-04"] and "gpu-hardware-fault" in seen["gpu-04"]
+        assert "No drift, no outlier, no diagnosis." in seen["gpu-01"]

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from troubleshoot.errors import TroubleshootError
+from troubleshoot.textsafe import terminal_safe
 
 PROG = "troubleshoot"
 
@@ -58,15 +59,17 @@ def _probe(args) -> int:
     def say(r) -> None:
         if args.format == "text":
             what = r.path if r.status == "ok" else r.error
-            print(f"{r.node}: {r.status.upper() if r.status != 'ok' else 'ok'} ({r.seconds:.1f}s) {what}", flush=True)
+            line = f"{r.node}: {r.status.upper() if r.status != 'ok' else 'ok'} ({r.seconds:.1f}s) {what}"
+            print(terminal_safe(line, keep_newlines=False), flush=True)  # srun's and the node's words are data
 
     results = collect.probe_slurm(Path(args.out), sel, timeout=args.timeout, command=command, on_result=say)
     bad = [r for r in results if r.status != "ok"]
     if args.format == "json":
         print(json.dumps({"schema": 1, "out": args.out, "nodes": [r.as_dict() for r in results]}, indent=2))
     sys.stdout.flush()
-    print(f"{PROG}: {len(results) - len(bad)} of {len(results)} nodes answered"
-          + (f"; no snapshot from {', '.join(r.node for r in bad)}" if bad else ""), file=sys.stderr)
+    print(terminal_safe(f"{PROG}: {len(results) - len(bad)} of {len(results)} nodes answered"
+                        + (f"; no snapshot from {', '.join(r.node for r in bad)}" if bad else ""), False),
+          file=sys.stderr)
     return 1 if bad else 0
 
 
@@ -78,7 +81,7 @@ def _diagnose(args, plugins) -> int:
     ruleset = pipeline.load_rules(args.rules, plugins)
     res = diagnose_fleet(Path(args.dir), ruleset, args.log)
     for w in res.warnings[:12]:
-        print(f"{PROG}: warning: {w}", file=sys.stderr)
+        print(terminal_safe(f"{PROG}: warning: {w}", False), file=sys.stderr)
     if args.format == "json":
         sys.stdout.write(fleet_text.render_json(res))
     elif args.format == "tui":
