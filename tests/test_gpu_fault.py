@@ -251,3 +251,15 @@ def test_kernel_heldout_corpus(shipped):
     assert right / labelled >= 0.92, misses
     assert act_right / acted >= 0.90, misses
     assert dirty == []  # benign NVRM lines give no error
+
+
+def test_gpud_xid_119_fixture_in_time(shipped):
+    """tests/fixtures/machines/xid-119/dmesg-T.txt (gpud's testdata, `dmesg -T`): five GSP RPC timeouts."""
+    text = (MACHINES / "xid-119" / "dmesg-T.txt").read_text()
+    events = kernel.parse_xids(text)
+    assert [e["code"] for e in events] == [119] * 5
+    assert events[0]["time"] == "2025-02-23T16:24:18" and events[-1]["time"] == "2025-02-23T16:30:13"
+    assert all(e["current"] and e["action"] == "reset-gpu" for e in events)
+    d = pipeline.run(None, ruleset=shipped, log_text=text).diagnoses[0]
+    assert (d.symptom, d.action, d.xid["code"], d.xid["pci"]) == ("gpu-hardware-fault", "reset-gpu", 119, "0000:9b:00")
+    assert d.count == 5
