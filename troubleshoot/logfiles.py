@@ -178,6 +178,11 @@ def sniff_node(path: str) -> str | None:
             head = f.read(PEEK)
     except OSError:
         return None
+    return node_in(head)
+
+
+def node_in(head: bytes) -> str | None:
+    """sniff_node on bytes already read (a FIFO or a pipe cannot be opened a second time)."""
     hosts = _NCCL_HOST.findall(head)
     if not hosts:
         return None

@@ -149,7 +149,7 @@ def _read(src: LogSource, order: int, ruleset: RuleSet, patterns, tmp: str) -> l
         peeked = logfiles.Peeked(head, stream)
         if not logfiles.is_labelled(head):
             if src.node is None and src.path:
-                src = replace(src, node=logfiles.sniff_node(src.path))
+                src = replace(src, node=logfiles.node_in(head))
             recorder = paste.Head(peeked)
             scan = _scan(recorder, patterns, src.name)
             return [_Unit(src, scan, order, pasted=paste.read(recorder.text()))]

@@ -97,8 +97,10 @@ def check_readable(path: str) -> None:
     try:
         if p.is_dir():
             raise TroubleshootError(f"cannot read log {path}: is a directory")
-        with open(p, "rb"):
-            pass
+        # Checked without opening it: a FIFO or a pipe can be opened (read) only once.
+        p.stat()
+        if not os.access(p, os.R_OK):
+            raise PermissionError(13, "Permission denied")
     except OSError as exc:
         raise TroubleshootError(f"cannot read log {path}: {exc.strerror or exc}") from None
 
