@@ -122,7 +122,7 @@ def diagnose_sources(sources: Sources, ruleset: RuleSet) -> Result:
             ds = diagnose(ruleset.rules, None, facts.facts if facts else None)
             if facts and facts.node:
                 ds = [replace(d, nodes=(facts.node,)) for d in ds]
-            return Result(ds, ruleset, None, facts.origin if facts else "machine facts")
+            return Result(ds, ruleset, None, "machine facts")
         occurrences = _occurrences(units, sources, ruleset)
     diagnoses = merge.merge(occurrences)
     if len(units) == 1:
