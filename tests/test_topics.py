@@ -159,3 +159,80 @@ def test_profile_fix_from_the_cli():
     p = run_cli("fix", "profile", "--param", "command=python train.py", "--no-probe")
     assert p.returncode == 0, p.stderr.decode()
     assert "nsys profile -t cuda,nvtx,osrt,cudnn,cublas" in p.stdout.decode()
+
+
+def test_pasted_q_excerpt_at_slowdown_temperature(shipped):
+    text = ("GPU 00000000:DB:00.0\n    Temperature\n        GPU Current Temp                  : 88 C\n"
+            "        GPU Shutdown Temp                 : 92 C\n        GPU Slowdown Temp                 : 89 C\n")
+    d = top(shipped, text)
+    assert d.rule.id == "gpu-at-slowdown-temperature"
+    assert any(e.source == "log" and "GPU Current Temp" in e.text for e in d.evidence)
+    assert top(shipped, text.replace(": 88 C", ": 45 C")) is None
+
+
+def test_probe_reads_temperature_thresholds_from_replayed_nvml():
+    from troubleshoot.probes import nvml
+    from troubleshoot.probes.base import ProbeContext
+    from troubleshoot.paste.nvsmi_q import ReplayNVML
+
+    dump = REPO / "tests" / "fixtures" / "machines" / "consumer-card" / "nvidia-smi-q.txt"
+    g = nvml.probe(ProbeContext(nvml=ReplayNVML(dump)))["gpus"][0]
+    assert g["temperature_slowdown_c"] == 95 and g["temperature_c"] == 30
+
+
+DMON = """$ nvidia-smi dmon -s pucm
+# gpu   pwr  gtemp  mtemp    sm   mem   enc   dec  mclk  pclk
+# Idx     W      C      C     %     %     %     %   MHz   MHz
+    0   410     68     71    97    88     0     0  2619  1980
+    0    95     61     64    12     9     0     0  2619  1980
+    0    88     60     63     8     6     0     0  2619  1980
+    0   405     67     70    96    89     0     0  2619  1980
+    0    90     61     64     5     4     0     0  2619  1980
+    0   402     67     70    95    87     0     0  2619  1980
+"""
+
+
+def test_dmon_alternating_utilisation(shipped):
+    assert top(shipped, DMON).rule.id == "dmon-gpu-alternates-idle-busy"
+    with_data = DMON + "eta: 8:05:12  iter: 1259  total_loss: 1.012  time: 0.9322  data_time: 0.7334  lr: 0.010000\n"
+    d = top(shipped, with_data)
+    assert d.symptom == "io-stall"
+    steady = "\n".join(DMON.splitlines()[:3] + ["    0   410     68     71    97    88     0     0  2619  1980"] * 6) + "\n"
+    assert top(shipped, steady) is None
+
+
+@pytest.mark.parametrize("cc,fires", [("7.0", True), ("8.0", False)])
+def test_bf16_on_pre_ampere(shipped, cc, fires):
+    facts = copy.deepcopy(BASE)
+    facts["nvml"]["gpus"][0]["compute_capability"] = cc
+    ds = pipeline.run(None, ruleset=shipped, log_text="    --bf16 True \\\n", facts=facts).diagnoses
+    assert ("bf16-requested-on-pre-ampere-gpu" in [d.rule.id for d in ds]) is fires
+
+
+# Advice that lists possible causes, printed under real errors by PyTorch, the NVIDIA installer and
+# nvidia-smi: alone, none of it is evidence of a cause.
+HINTS = [
+    "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.",
+    "For debugging consider passing CUDA_LAUNCH_BLOCKING=1.",
+    "If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid "
+    "fragmentation.  See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)",
+    "sources, with a version of gcc that differs from the one used to build the target kernel, or if a driver such as rivafb, "
+    "nvidiafb, or nouveau is present and prevents the NVIDIA kernel module from obtaining ownership of the NVIDIA graphics "
+    "device(s), or no NVIDIA GPU installed in this system is supported by this NVIDIA Linux graphics driver release.",
+    "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.",
+    "Make sure that the latest NVIDIA driver is installed and running.",
+    "It is possible that dataloader's workers are out of shared memory. Please try to raise your shared memory limit.",
+]
+
+
+@pytest.mark.parametrize("hint", HINTS)
+def test_hint_text_alone_is_no_diagnosis(shipped, hint):
+    assert pipeline.run(None, ruleset=shipped, log_text=hint + "\n").diagnoses == []
+
+
+def test_nvidia_smi_csv_loop_memory_climbing(shipped):
+    rows = "index, memory.used [MiB]\n" + "".join(f"0, {1458 + 40 * i} MiB\n1, 10609 MiB\n" for i in range(8))
+    assert top(shipped, rows).symptom == "gpu-memory-leak"
+    flat = "index, memory.used [MiB]\n" + "0, 1458 MiB\n1, 10609 MiB\n" * 8
+    d = top(shipped, flat)
+    assert d is None or d.symptom != "gpu-memory-leak"

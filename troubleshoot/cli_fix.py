@@ -102,6 +102,8 @@ def _requests(args, plugins) -> list[tuple[str, dict]]:
         stream, _ = pipeline.open_log(args.log)
         try:
             scan = scan_stream(stream, scan_patterns([rule]))
+        except OSError as exc:  # /proc/self/mem, a device, a vanished mount
+            raise TroubleshootError(f"cannot read log {args.log}: {exc.strerror or exc}") from None
         finally:
             if stream is not sys.stdin.buffer:
                 stream.close()

@@ -161,7 +161,7 @@ def diagnose_scanned(scanned: Scanned, sources: Sources, ruleset: RuleSet) -> Re
         ds = diagnose(ruleset.rules, None, facts.facts if facts else None)
         if facts and facts.node:
             ds = [replace(d, nodes=(facts.node,)) for d in ds]
-        return Result(ds, ruleset, None, facts.origin if facts else "machine facts")
+        return Result(ds, ruleset, None, "machine facts")
     occurrences = _occurrences(units, sources, ruleset)
     diagnoses = merge.merge(occurrences)
     if len(units) == 1:
@@ -188,13 +188,16 @@ def _read(src: LogSource, order: int, ruleset: RuleSet, patterns, tmp: str, canc
         head = stream.read(logfiles.PEEK)
         peeked = logfiles.Peeked(head, stream)
         if not logfiles.is_labelled(head):
+            if src.node is None and src.path:
+                src = replace(src, node=logfiles.node_in(head))
             recorder = paste.Head(peeked)
             scan = _scan(recorder, patterns, src.name, cancel, progress)
             return [_Unit(src, scan, order, pasted=paste.read(recorder.text()))]
         folder = tempfile.mkdtemp(dir=tmp)
         out = []
         for spool in logfiles.split(peeked, folder):
-            tagged = replace(src, rank=src.rank if spool.rank is None else spool.rank)
+            tagged = replace(src, rank=src.rank if spool.rank is None else spool.rank,
+                             node=src.node or logfiles.sniff_node(spool.path))
             with open(spool.path, "rb") as f:
                 out.append(_Unit(tagged, _scan(f, patterns, src.name, cancel), order, spool))
         return out

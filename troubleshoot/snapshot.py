@@ -88,6 +88,15 @@ def _derive(facts: dict) -> None:
         from troubleshoot.probes.cuda import versions
 
         cuda["versions"] = versions([lib for lib in cuda["libraries"] if isinstance(lib, dict) and lib.get("name")])
+    events = (facts.get("kernel") or {}).get("xid_events") if isinstance(facts.get("kernel"), dict) else None
+    for e in events if isinstance(events, list) else ():
+        # Xid events saved before they carried time and the catalog's verdict: current (nothing
+        # says otherwise), and the verdict from their line
+        if isinstance(e, dict) and isinstance(e.get("code"), int) and "action" not in e:
+            from troubleshoot.probes.kernel import verdict
+
+            e.setdefault("current", True)
+            e["symptom"], e["action"] = verdict(e["code"], e.get("line") or "")
 
 
 def _type_ok(value, types) -> bool:
@@ -121,8 +130,11 @@ def _clean(value, sch: dict, path: str, warnings: list[str], name: str, depth: i
             elif sch.get("additionalProperties", True) is False and path not in FREE_AREAS:
                 warnings.append(f"{name}: {sub}: unknown fact; ignored")
             else:
-                out[k] = v  # plugin areas and free-form maps are kept as they are
+                out[k] = _bound_free(v, f"{path}.{k}" if path else k, warnings, name, depth + 1)
         return out
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and not _bounded(value):
+        warnings.append(f"{name}: {path or 'top level'}: number {_short(value)} is out of range; ignored")
+        return _DROP
     if isinstance(value, list) and "items" in sch:
         out_l = []
         for i, v in enumerate(value):
@@ -134,6 +146,28 @@ def _clean(value, sch: dict, path: str, warnings: list[str], name: str, depth: i
 
 
 _DROP = object()
+MAX_MAGNITUDE = 1 << 63  # no fact (bytes, counters, clocks) needs more; bigger ones are corrupt
+
+
+def _bounded(value) -> bool:
+    if isinstance(value, int):
+        return -MAX_MAGNITUDE <= value <= MAX_MAGNITUDE
+    return value == value and abs(value) <= MAX_MAGNITUDE  # NaN and infinities are not facts
+
+
+def _bound_free(v, path: str, warnings: list[str], name: str, depth: int):
+    """Plugin areas and free-form maps are kept as they are, except numbers out of range."""
+    if depth > 32:
+        warnings.append(f"{name}: {path}: nested too deeply; dropped")
+        return None
+    if isinstance(v, dict):
+        return {k: _bound_free(x, f"{path}.{k}", warnings, name, depth + 1) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_bound_free(x, f"{path}[{i}]", warnings, name, depth + 1) for i, x in enumerate(v)]
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and not _bounded(v):
+        warnings.append(f"{name}: {path}: number {_short(v)} is out of range; ignored")
+        return None
+    return v
 
 
 def _short(value) -> str:

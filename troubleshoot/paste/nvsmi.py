@@ -19,6 +19,8 @@ _ROW1 = re.compile(r"^\|\s+(?P<index>\d+)\s+(?P<name>\S.*?)\s+(?:On|Off)\s+\|\s+
 _ROW2 = re.compile(r"^\|\s+(?:\d+%|N/A|ERR!)\s+(?P<temp>\d+)C\s+(?:P\d+|N/A|ERR!)\s+(?:\S+\s+)?(?P<power>\d+)W\s*/\s*"
                    r"(?P<cap>\d+)W\s+\|\s+(?P<used>\d+)MiB\s*/\s*(?P<total>\d+)MiB\s+\|\s+(?P<util>\d+)%\s+(?P<mode>[\w.]+)")
 _ROW3_MIG = re.compile(r"^\|\s+\|\s+\|\s+(?P<mig>Enabled|Disabled|N/A)\s+\|\s*$")
+_Q_GPU = re.compile(r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d\s*$")
+_Q_FIELD = re.compile(r"^\s+\S[^:]*?(?:\s:|:\s|$)")
 _Q_START = re.compile(r"^=+\s*NVSMI LOG\s*=+\s*$")
 _Q_LINE = re.compile(r"^(?:\s+\S|\s*$|Timestamp|Driver Version|CUDA Version|Attached GPUs|GPU [0-9A-Fa-f]{4,8}:|=)")
 
@@ -61,6 +63,8 @@ def table(lines: list[str]) -> Found | None:
 def query(lines: list[str]) -> Found | None:
     """`nvidia-smi -q`: parsed, then read through the NVML probe itself (ReplayNVML)."""
     start = next((i for i, t in enumerate(lines) if _Q_START.match(t.strip())), None)
+    if start is None:  # a pasted excerpt: from the first "GPU 00000000:3B:00.0" line with fields below it
+        start = next((i for i, t in enumerate(lines[:-1]) if _Q_GPU.match(t) and _Q_FIELD.match(lines[i + 1])), None)
     if start is None:
         return None
     end = start + 1
@@ -88,6 +92,8 @@ def query(lines: list[str]) -> Found | None:
             found.lines.setdefault("nvml.gpus[].throttle_reasons", i)
         elif key == "GPU Current Temp":
             found.lines.setdefault("nvml.gpus[].temperature_c", i)
+        elif key == "GPU Slowdown Temp":
+            found.lines.setdefault("nvml.gpus[].temperature_slowdown_c", i)
         elif key == "Current" and section in ("MIG Mode", "PCIe Generation", "Link Width"):
             path = {"MIG Mode": "mig_mode", "PCIe Generation": "pcie_gen_current", "Link Width": "pcie_width_current"}
             found.lines.setdefault(f"nvml.gpus[].{path[section]}", i)
