@@ -224,7 +224,7 @@ def test_gpu_fault_escalates_only_after_a_rung_was_tried(tmp_path):
         return json.loads(p.stdout)["plans"][0]["rung"]
 
     assert propose(79) == "reboot"  # NVIDIA's catalog: Xid 79 needs a reboot
-    assert propose(13) == "restart-job"  # application error: restart first
+    assert propose(13) == "restart-app"  # application error: restart first
     seen = []
     for _ in range(4):
         rung = propose(13)
@@ -232,10 +232,10 @@ def test_gpu_fault_escalates_only_after_a_rung_was_tried(tmp_path):
         p = fix("gpu-fault", "--param", "xid=13", "--param", "pci=0000:3b:00", "--root", str(tmp_path),
                 "--snapshot", str(BASE_SNAPSHOT), "--apply", "--yes")
         assert p.returncode == 0, p.stderr
-    assert seen == ["restart-job", "reset-gpu", "reboot", "rma-evidence"]
+    assert seen == ["restart-app", "reset-gpu", "reboot", "contact-support"]
     # Another GPU has its own ladder.
     p = fix("gpu-fault", "--param", "xid=13", "--param", "pci=0000:5e:00", "--format", "json", "--no-probe")
-    assert json.loads(p.stdout)["plans"][0]["rung"] == "restart-job"
+    assert json.loads(p.stdout)["plans"][0]["rung"] == "restart-app"
 
 
 def test_history_lists_and_json(tmp_path):

@@ -97,3 +97,27 @@ def test_multi_node_run_then_fleet_diagnose_puts_the_failing_rank_first(slurm, t
     top = doc["diagnoses"][0]
     assert top["symptom"] == "too-many-open-files" and top["ranks"] == [1] and top["nodes"] == ["node2"]
     assert doc["summary"].startswith("rank 1 on node node2 failed first with too-many-open-files")
+
+
+def test_fleet_probe_on_the_nodes_of_a_running_job(slurm, tmp_path):
+    p = subprocess.run(["sbatch", "--parsable", "-N2", "--ntasks-per-node=1", "-J", "ts-test-running", "-o", "/dev/null",
+                        "--wrap", "srun sleep 300"], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    job = p.stdout.strip().split(";")[0]
+    try:
+        deadline = time.monotonic() + 60
+        while subprocess.run(["squeue", "-h", "-j", job, "-t", "R", "-o", "%N"], capture_output=True, text=True,
+                             timeout=20).stdout.strip() == "":
+            assert time.monotonic() < deadline, "the job never started"
+            time.sleep(0.2)  # polling the job state: squeue has no way to wait on it
+        out = tmp_path / "snaps"
+        r = run_cli("fleet", "probe", "--slurm", "--job", job, "--out", str(out), "--python", "/usr/bin/python3",
+                    "--format", "json", timeout=120)
+        assert r.returncode == 0, r.stderr.decode()
+        nodes = [n["node"] for n in json.loads(r.stdout)["nodes"]]
+        assert len(nodes) == 2 and sorted(f.stem for f in out.iterdir()) == sorted(nodes)
+        # the job itself was left running
+        state = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True, timeout=20)
+        assert state.stdout.strip() == "RUNNING"
+    finally:
+        subprocess.run(["scancel", job], capture_output=True, timeout=30)

@@ -228,3 +228,11 @@ HINTS = [
 @pytest.mark.parametrize("hint", HINTS)
 def test_hint_text_alone_is_no_diagnosis(shipped, hint):
     assert pipeline.run(None, ruleset=shipped, log_text=hint + "\n").diagnoses == []
+
+
+def test_nvidia_smi_csv_loop_memory_climbing(shipped):
+    rows = "index, memory.used [MiB]\n" + "".join(f"0, {1458 + 40 * i} MiB\n1, 10609 MiB\n" for i in range(8))
+    assert top(shipped, rows).symptom == "gpu-memory-leak"
+    flat = "index, memory.used [MiB]\n" + "0, 1458 MiB\n1, 10609 MiB\n" * 8
+    d = top(shipped, flat)
+    assert d is None or d.symptom != "gpu-memory-leak"

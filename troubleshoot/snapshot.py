@@ -88,6 +88,15 @@ def _derive(facts: dict) -> None:
         from troubleshoot.probes.cuda import versions
 
         cuda["versions"] = versions([lib for lib in cuda["libraries"] if isinstance(lib, dict) and lib.get("name")])
+    events = (facts.get("kernel") or {}).get("xid_events") if isinstance(facts.get("kernel"), dict) else None
+    for e in events if isinstance(events, list) else ():
+        # Xid events saved before they carried time and the catalog's verdict: current (nothing
+        # says otherwise), and the verdict from their line
+        if isinstance(e, dict) and isinstance(e.get("code"), int) and "action" not in e:
+            from troubleshoot.probes.kernel import verdict
+
+            e.setdefault("current", True)
+            e["symptom"], e["action"] = verdict(e["code"], e.get("line") or "")
 
 
 def _type_ok(value, types) -> bool:

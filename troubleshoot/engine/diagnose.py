@@ -156,7 +156,36 @@ def fired(rules: Iterable[Rule], scan: ScanResult | None, facts: Mapping | None 
             diagnoses += _xid_diagnoses(t, scan, facts, covered.get(t.rule.id, set()), codes)
         else:
             diagnoses.append(_diagnosis(t, facts))
-    return diagnoses
+    return _follow_xid_154(diagnoses)
+
+
+def _action_rank(action: str | None) -> int:
+    return ACTION_ORDER.index(action) if action in ACTION_ORDER else -1
+
+
+def _follow_xid_154(diagnoses: list[Diagnosis]) -> list[Diagnosis]:
+    """Xid 154 is about another Xid (the catalog: "informational only regarding another Xid"): on a
+    GPU that logged the fault too, the fault leads, taking 154's action when that is more drastic,
+    and the 154 diagnosis ranks after it."""
+    def gpu(d: Diagnosis) -> str:
+        return (d.xid or {}).get("pci") or ""
+
+    changes = {gpu(d): d for d in diagnoses if d.xid and d.xid.get("code") == 154}
+    if not changes:
+        return diagnoses
+    faults = {gpu(d) for d in diagnoses if d.xid and d.xid.get("code") not in (45, 154)}
+    out = []
+    for d in diagnoses:
+        code = (d.xid or {}).get("code")
+        change = changes.get(gpu(d))
+        if code == 154 and gpu(d) in faults:
+            d = replace(d, downstream_of_found=(d.symptom,),
+                        notes=d.notes + ("follows the Xid logged before it on the same GPU",))
+        elif change is not None and code not in (None, 45, 154) and _action_rank(change.action) > _action_rank(d.action):
+            d = replace(d, action=change.action,
+                        notes=d.notes + (f"Xid 154 on the same GPU asks for {change.action}",))
+        out.append(d)
+    return out
 
 
 def _parts(t: RuleTrace, scan: ScanResult | None) -> set[str]:
@@ -165,8 +194,8 @@ def _parts(t: RuleTrace, scan: ScanResult | None) -> set[str]:
 
 
 # Most drastic last: when one code's lines disagree (NVLink5 units), the most drastic action wins.
-ACTION_ORDER = ("ignore", "restart-app", "check-mechanicals", "restart-fabric-manager", "reset-gpu", "drain-p2p",
-                "drain-and-reset", "recover-imex-domain", "reboot", "contact-support")
+ACTION_ORDER = ("ignore", "restart-app", "check-mechanicals", "restart-fabric-manager", "drain-p2p", "reset-gpu",
+                "recover-imex-domain", "reboot", "contact-support")
 
 
 def _xid_diagnoses(t: RuleTrace, scan: ScanResult, facts: Mapping | None, skip: set[str],
@@ -193,6 +222,10 @@ def _xid_diagnoses(t: RuleTrace, scan: ScanResult, facts: Mapping | None, skip: 
             v = verdicts[-1]  # the latest change is the one in force
         else:
             v = max(verdicts, key=lambda v: (ACTION_ORDER.index(v.action) if v.action in ACTION_ORDER else 0))
+        nvml = _nvml_recovery(facts, sub.captures.get("pci"))
+        if nvml and nvml[1] != v.action:
+            v = replace(v, action=nvml[1], detail=(v.detail + "; " if v.detail else "")
+                        + f"NVML's recovery action for this GPU is {nvml[0]!r} (preferred over the log)")
         extra = {"action": v.action, "xid_name": v.name, "xid_description": catalog.xids[v.code].description,
                  "action_text": catalog.action_text(v.action), "xid_class": v.cls}
         rule = replace(t.rule, symptom=v.symptom, severity=v.severity,
@@ -202,6 +235,20 @@ def _xid_diagnoses(t: RuleTrace, scan: ScanResult, facts: Mapping | None, skip: 
         out.append(replace(d, action=v.action, notes=notes,
                            xid={"code": v.code, "pci": sub.captures.get("pci"), "name": v.name}))
     return out
+
+
+def _nvml_recovery(facts: Mapping | None, pci: str | None) -> tuple[str, str] | None:
+    """(name, action) of NVML's GPU recovery action for the GPU at `pci`, when the facts have one."""
+    from troubleshoot.engine.xid import load_catalog
+
+    if not pci or not facts:
+        return None
+    want = pci.lower().split(".")[0][-7:]
+    for g in ((facts.get("nvml") or {}).get("gpus") or []):
+        bus = str(g.get("pci_bus_id") or "").lower().split(".")[0]
+        if bus and bus.endswith(want) and g.get("recovery_action"):
+            return load_catalog().recovery_action(g["recovery_action"])
+    return None
 
 
 def _nvswitch(facts: Mapping | None) -> bool:

@@ -202,6 +202,16 @@ class ReplayNVML:
         v = _need(_find(g, "Compute Mode"))
         return {"Default": 0, "Exclusive_Thread": 1, "Prohibited": 2, "Exclusive_Process": 3}[v]
 
+    # "GPU Recovery Action" as nvidia-smi -q prints it (R570+), back to NVML's enum
+    RECOVERY = {"none": 0, "gpu reset required": 1, "reset": 1, "node reboot required": 2, "reboot": 2,
+                "drain p2p": 3, "drain and reset": 4}
+
+    def nvmlDeviceGetGpuRecoveryAction(self, g):
+        v = _need(_find(g, "GPU Recovery Action"))
+        if v.lower() not in self.RECOVERY:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return self.RECOVERY[v.lower()]
+
     def nvmlDeviceGetPersistenceMode(self, g):
         return 1 if _need(_find(g, "Persistence Mode")) == "Enabled" else 0
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from troubleshoot.hookspecs import hookimpl
-from troubleshoot.probes import cuda, docker, frameworks, host, io, kernel, nvml
+from troubleshoot.probes import cuda, docker, frameworks, host, io, kernel, nvml, services
 from troubleshoot.probes.base import Probe
 
 
@@ -18,4 +18,6 @@ def troubleshoot_probes():
         Probe("frameworks", frameworks.probe, timeout=frameworks.TIMEOUT + 1, title="Frameworks"),
         Probe("docker", docker.probe, timeout=8, title="Docker"),
         Probe("io", io.probe, timeout=4, title="System and IO"),
+        Probe("fabric_manager", services.fabric_manager, timeout=6, title="Fabric Manager"),
+        Probe("node", services.node, timeout=8, title="Node services and scheduler"),
     ]

@@ -128,9 +128,30 @@ def _gpu(nv, index: int, ctx: ProbeContext) -> dict:
     g["persistence_mode"] = bool(pm) if pm is not None else None
     procs = get("processes", nv.nvmlDeviceGetComputeRunningProcesses)
     g["processes"] = [_process(p, ctx) for p in procs] if procs is not None else None
+    g["recovery_action"] = _recovery_action(nv, h, errors)
     if errors:
         g["errors"] = errors
     return g
+
+
+def _recovery_action(nv, handle, errors: dict) -> int | None:
+    """NVML's GPU recovery action (0 none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and
+    reset...): nvmlDeviceGetGpuRecoveryAction where the bindings have it, else the field value
+    NVML_FI_DEV_GET_GPU_RECOVERY_ACTION; None on drivers without it (before R570)."""
+    fn = getattr(nv, "nvmlDeviceGetGpuRecoveryAction", None)
+    if fn is not None:
+        value = _call(errors, "recovery_action", fn, handle)
+        return int(value) if value is not None else None
+    field_id = getattr(nv, "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION", None)
+    get_fields = getattr(nv, "nvmlDeviceGetFieldValues", None)
+    if field_id is None or get_fields is None:
+        return None
+    values = _call(errors, "recovery_action", get_fields, handle, [field_id])
+    try:
+        v = values[0]
+        return None if getattr(v, "nvmlReturn", 0) != 0 else int(v.value.uiVal)
+    except (TypeError, IndexError, AttributeError, ValueError):
+        return None
 
 
 def _maybe(value, fn):
