@@ -26,6 +26,35 @@ def driver_floor(cuda: str) -> str | None:
 
 
 
+def _torch_install(python: str, dv, driver_cuda: str, snapshot):
+    """Exact torch, torchvision and torchaudio of one release, built for a CUDA the driver runs.
+
+    Pins carry the build's local label (2.7.0+cu126): `torch==2.7.0` would count an installed
+    2.7.0+cu128 as satisfied, and `pip install -U` never downgrades."""
+    from troubleshoot_fixers.torch_releases import RELEASES
+
+    installed = str(fact(snapshot, "frameworks", "torch", "version") or "").split("+")[0]
+    fits = [(t, v, a, max((c for c in cudas if parse_version(c) <= dv), key=parse_version))
+            for t, v, a, cudas in RELEASES if any(parse_version(c) <= dv for c in cudas)]
+    if not fits:
+        raise FixerError(f"the driver supports only CUDA {driver_cuda}: no PyTorch release in the table runs on it; "
+                         f"upgrade the driver (fixer upgrade-driver)")
+    same = [f for f in fits if f[0] == installed]
+    torch_v, vision_v, audio_v, cuda = same[0] if same else fits[0]
+    tag = "cu" + cuda.replace(".", "")
+    argv = (python, "-m", "pip", "install", f"torch=={torch_v}+{tag}", f"torchvision=={vision_v}+{tag}",
+            f"torchaudio=={audio_v}+{tag}", "--index-url", f"https://download.pytorch.org/whl/{tag}")
+    why = (f"PyTorch {torch_v} with its torchvision {vision_v} and torchaudio {audio_v}, built for CUDA {cuda} "
+           f"(driver {fact(snapshot, 'nvml', 'driver_version') or '?'} supports CUDA ≤ {driver_cuda})")
+    notes = []
+    iv = parse_version(installed) if installed else None
+    if iv is not None and iv > parse_version(torch_v):
+        notes.append(f"This is a DOWNGRADE: torch {installed} is installed, and no build of it runs on this driver. "
+                     f"To keep {installed}, upgrade the driver instead (fixer upgrade-driver).")
+    notes.append("Pinned exactly, so pip replaces a newer or mismatched torch, torchvision and torchaudio together.")
+    return argv, why, tuple(notes)
+
+
 class MatchFrameworkToDriver(Fixer):
     id = "match-framework-to-driver"
     title = "Install a framework build that this driver supports"
@@ -45,16 +74,9 @@ class MatchFrameworkToDriver(Fixer):
                 "TensorFlow ≥ 2.15 `pip install \"tensorflow[and-cuda]\"` needs CUDA 12."),))
         dv = parse_version(driver_cuda)
         if fw == "torch":
-            index = next((tag for cuda, tag in TORCH_INDEXES if dv >= parse_version(cuda)), None)
-            if index is None:
-                raise FixerError(f"the driver supports only CUDA {driver_cuda}: no current PyTorch build runs on it; "
-                                 f"upgrade the driver (fixer upgrade-driver)")
-            argv = (python, "-m", "pip", "install", "--upgrade", "torch", "--index-url",
-                    f"https://download.pytorch.org/whl/{index}")
-            why = f"the newest PyTorch build for CUDA ≤ {driver_cuda} (what driver {fact(snapshot, 'nvml', 'driver_version')} supports)"
+            argv, why, notes = _torch_install(python, dv, driver_cuda, snapshot)
             verify = Verify("torch sees the GPU", condition="frameworks.torch.cuda_available == true",
                             probes=("frameworks",))
-            notes = ("torchvision/torchaudio must come from the same index: add them to the same command.",)
         elif fw == "jax":
             if dv < parse_version("12.0"):
                 raise FixerError(f"current JAX needs CUDA 12 (driver ≥ 525); this driver supports CUDA {driver_cuda}")

@@ -1,87 +1,251 @@
-"""GPU faults: an escalation ladder (restart the job, reset the GPU, reboot, collect evidence
-for RMA). The first rung follows NVIDIA's Xid catalog for the code; each time the fixer is
-asked again for the same GPU after a rung was applied, the fault did not clear, and the next
-rung is proposed."""
+"""GPU faults: do what NVIDIA's Xid catalog says for the fault (rules/xid-catalog.yaml), and go
+one step further only when the journal shows the previous step was done and the fault came back.
+
+The action comes from, in order: NVML's GPU recovery action for that GPU (the driver's own
+verdict, when the snapshot has it), the `action` parameter (a diagnosis passes its own), the
+catalog's immediate action for the Xid. Steps per action:
+  restart-app      no GPU action; how to debug the program
+  reset-gpu        (drain) -> list what uses the GPU -> stop the services holding it -> reset -> restart them -> verify
+  reboot           drain the node (Slurm / Kubernetes when the facts show one) -> reboot, cancellable
+  contact-support  nvidia-bug-report.sh and what to attach
+Escalation ladder: restart-app -> reset-gpu -> reboot -> contact-support.
+"""
 
 from __future__ import annotations
+
+from datetime import datetime
 
 from troubleshoot_fixers.facts import fact
 from troubleshoot.fixes.api import Fixer, Param
 from troubleshoot.fixes.executor import ladder_attempts
 from troubleshoot.fixes.plan import Advice, Plan, RunCommand, Verify
 
-RUNGS = ("restart-job", "reset-gpu", "reboot", "rma-evidence")
-# Xid catalog immediate action -> first rung (../shared/reference/field-notes.md §1).
-FIRST_RUNG = {
-    **{x: "restart-job" for x in (8, 13, 31, 32, 43, 45, 63, 68, 92, 94)},
-    **{x: "reset-gpu" for x in (48, 62, 64, 95, 109, 119, 120, 136, 140, 143, 155, 156, 158)},
-    79: "reboot",
-    74: "rma-evidence",
-}
+LADDER = ("restart-app", "reset-gpu", "reboot", "contact-support")
+ACTIONS = LADDER + ("ignore", "check-mechanicals", "restart-fabric-manager", "drain-p2p", "recover-imex-domain")
+# Services that keep a GPU open and block a reset; stopped around it, started again after.
+HOLDERS = ("nvidia-persistenced", "nvidia-dcgm", "dcgm", "nvidia-fabricmanager")
+PCI = r"(?:[0-9A-Fa-f]{4,8}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?"
 
 
+def _norm(pci: str | None) -> str:
+    return (pci or "").lower().split(".")[0].removeprefix("0000").removeprefix(":").lstrip("0")
+
+
+def _same_gpu(a: str | None, b: str | None) -> bool:
+    return bool(a and b) and _norm(a)[-5:] == _norm(b)[-5:]
+
+
+def _gpu_facts(snapshot, pci: str | None) -> dict:
+    for g in fact(snapshot, "nvml", "gpus", default=[]) or []:
+        if pci and _same_gpu(g.get("pci_bus_id"), pci):
+            return g
+    return {}
+
+
+def _first_action(xid: int | None, action: str | None, gpu: dict) -> tuple[str, str]:
+    """(action, where it came from)."""
+    from troubleshoot.engine.xid import load_catalog
+
+    catalog = load_catalog()
+    nvml = catalog.recovery_action(gpu.get("recovery_action")) if gpu.get("recovery_action") else None
+    if nvml:
+        return nvml[1], f"NVML reports recovery action {nvml[0]!r} for this GPU"
+    if action:
+        return action, "the diagnosis's action"
+    if xid is not None:
+        v = catalog.verdict(xid)
+        if v is not None:
+            return v.action, f"NVIDIA's Xid catalog, immediate action for Xid {xid} ({v.name})"
+    return "restart-app", "no Xid given: the least drastic step first"
+
+
+def _recurred(snapshot, pci: str | None, since: str) -> bool | None:
+    """Whether an Xid on this GPU was logged after `since` (ISO time); None when the snapshot's
+    kernel events carry no wall time to tell."""
+    events = fact(snapshot, "kernel", "xid_events", default=None)
+    if not events:
+        return None
+    try:
+        after = datetime.fromisoformat(since)
+    except ValueError:
+        return None
+    timed = False
+    for e in events:
+        when = e.get("time")
+        if not when:
+            continue
+        timed = True
+        try:
+            t = datetime.fromisoformat(when)
+        except ValueError:
+            continue
+        if (t.tzinfo is None) != (after.tzinfo is None):
+            t = t.replace(tzinfo=after.tzinfo)
+        if (not pci or _same_gpu(e.get("pci"), pci)) and t > after:
+            return True
+    return False if timed else None
 
 
 class GpuFault(Fixer):
     id = "gpu-fault"
-    title = "Recover from a GPU fault, escalating step by step"
+    title = "Recover from a GPU fault: the Xid catalog's action, escalating only when it recurs"
     params = (
         Param("xid", type=int, help="Xid code from the kernel log"),
-        Param("pci", pattern=r"(?:[0-9A-Fa-f]{4,8}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?", help="PCI address of the GPU"),
+        Param("pci", pattern=PCI, help="PCI address of the GPU"),
+        Param("action", choices=ACTIONS, help="recovery action from the diagnosis (default: from the Xid catalog)"),
     )
     needs_snapshot = True
 
     def plan(self, params, snapshot):
         xid, pci = params["xid"], params["pci"]
+        gpu_facts = _gpu_facts(snapshot, pci)
+        action, source = _first_action(xid, params.get("action"), gpu_facts)
         ladder = f"gpu-fault:{(pci or 'any').lower()}"
-        tried = [a.get("rung") for a in ladder_attempts(ladder) if a.get("rung") in RUNGS]
-        start = FIRST_RUNG.get(xid, "restart-job") if xid is not None else "restart-job"
-        rung = start
-        if tried:
-            last = max(RUNGS.index(r) for r in tried)
-            rung = RUNGS[min(last + 1, len(RUNGS) - 1)] if RUNGS.index(start) <= last else start
+        notes = [f"First step from {source}: {action}."]
+        if action in LADDER:
+            tried = [a for a in ladder_attempts(ladder) if a.get("rung") in LADDER]
+            if tried:
+                last = max(tried, key=lambda a: LADDER.index(a["rung"]))
+                recurred = _recurred(snapshot, pci, last.get("started", ""))
+                if recurred is False:
+                    notes.append(f"'{last['rung']}' was done at {last.get('started')} and no Xid on this GPU came "
+                                 f"after it: nothing to escalate.")
+                    return Plan(self.id, f"GPU fault{_xid(xid)}: no new fault since {last['rung']}", params,
+                                (Advice(f"The journal shows '{last['rung']}' was applied at {last.get('started')} and the "
+                                        f"kernel log has no Xid on {pci or 'this GPU'} since. Keep watching "
+                                        f"(`sudo dmesg -T | grep -i xid`); ask again if the fault returns."),),
+                                ladder=ladder, rung="watch", notes=tuple(notes))
+                if LADDER.index(last["rung"]) >= LADDER.index(action):
+                    nxt = LADDER[min(LADDER.index(last["rung"]) + 1, len(LADDER) - 1)]
+                    why = ("an Xid on this GPU was logged after it" if recurred else
+                           "you asked again for the same GPU (the snapshot has no timed Xid events to check)")
+                    notes.append(f"Escalated: '{last['rung']}' was done at {last.get('started')} and the fault "
+                                 f"recurred ({why}); next step: {nxt}.")
+                    action = nxt
+        actions, verify = self._steps(action, xid, pci, snapshot, gpu_facts)
+        return Plan(self.id, f"GPU fault{_xid(xid)}: {action.replace('-', ' ')}", params, tuple(actions),
+                    verify=verify, ladder=ladder if action in LADDER else None,
+                    rung=action if action in LADDER else None,
+                    notes=tuple(notes) + (f"Escalation ladder: {' → '.join(LADDER)}.",))
+
+    def _steps(self, action, xid, pci, snapshot, gpu_facts):
         gpu = f"GPU {pci}" if pci else "the GPU"
-        why_up = (f" ({', '.join(tried)} already tried and the fault came back)" if tried else
-                  f" (NVIDIA's Xid catalog: first action for Xid {xid})" if xid is not None else "")
         target = ("-i", pci) if pci else ()
-        actions: list = []
-        if rung == "restart-job":
-            actions.append(Advice(f"Restart the job{why_up}. An application-level Xid (13, 31, 43: a kernel's own "
-                                  f"bad access) comes from the code or a framework bug, not the hardware: rerun once "
-                                  f"with `CUDA_LAUNCH_BLOCKING=1`. If the same Xid returns on {gpu}, ask again: the next "
-                                  f"step is a GPU reset."))
-        elif rung == "reset-gpu":
-            procs = [p for g in (fact(snapshot, "nvml", "gpus") or []) for p in (g.get("processes") or [])]
-            busy = ", ".join(f"{p.get('pid')} ({p.get('name') or '?'})" for p in procs[:8])
-            actions += [
-                Advice(f"Stop every process on {gpu} first{': ' + busy if busy else ''}; drain the node in Slurm "
-                       f"(`scontrol update nodename=$(hostname -s) state=drain reason=xid{xid or ''}`) or cordon it in Kubernetes."),
-                RunCommand(("nvidia-smi", "--gpu-reset", *target), why=f"reset {gpu}{why_up}", needs_root=True),
-            ]
-        elif rung == "reboot":
-            actions += [
-                Advice(f"{gpu} needs the machine rebooted{why_up}: the driver cannot recover it (for Xid 79 the "
-                       f"GPU dropped off the PCIe bus). Drain the node first. If it happens again after the reboot, ask "
-                       f"again: the next step collects evidence for the vendor."),
-                RunCommand(("shutdown", "-r", "+1", f"troubleshoot: GPU fault on {pci or 'a GPU'}"),
-                           why="reboot in one minute (cancel with `shutdown -c`)", needs_root=True,
-                           undo=("shutdown", "-c")),
-            ]
-        else:
+        if action == "ignore":
+            return [Advice(f"No GPU action: NVIDIA's catalog files Xid {xid} as informational here (it follows "
+                           f"another event, or is corrected by the hardware). Watch for repeats.")], None
+        if action == "restart-app":
+            return [Advice(f"No GPU action: the fault on {gpu} came from the program (Xid {xid} is an application "
+                           f"fault in NVIDIA's catalog). Restart the job; to find the faulting kernel run it once with "
+                           f"`CUDA_LAUNCH_BLOCKING=1`, or under `compute-sanitizer --tool memcheck python train.py`. "
+                           f"If the same Xid comes back on this GPU with known-good programs, ask again: the next "
+                           f"step is a GPU reset.")], None
+        if action == "check-mechanicals":
+            return [Advice(f"Power the node off and check {gpu}'s auxiliary power cables, its seating/riser and "
+                           f"airflow; the GPU runs at reduced clocks until it gets full power.")], None
+        if action == "restart-fabric-manager":
+            return [RunCommand(("systemctl", "restart", "nvidia-fabricmanager"), needs_root=True,
+                               why="Fabric Manager re-initialises the NVSwitch fabric")], \
+                Verify("nvidia-fabricmanager is active", argv=("systemctl", "is-active", "--quiet", "nvidia-fabricmanager"))
+        if action == "recover-imex-domain":
+            return [Advice("Restart the IMEX daemon on every node of this IMEX domain "
+                           "(`sudo systemctl restart nvidia-imex`), then rerun the job.")], None
+        if action == "contact-support":
             out = f"/var/tmp/nvidia-bug-report-{(pci or 'gpu').replace(':', '-')}.log.gz"
-            actions += [
-                RunCommand(("nvidia-bug-report.sh", "--output-file", out), why="the driver's full report for the vendor",
+            return [
+                RunCommand(("nvidia-bug-report.sh", "--output-file", out), why="the driver's full report for support",
                            needs_root=True),
-                Advice(f"The fault persists{why_up}. Keep {gpu} out of service, run the long diagnostic "
-                       f"(`dcgmi diag -r 3`, exclusive use of the GPU) and open an RMA/support case with {out}, the "
-                       f"`nvidia-smi -q` output and the Xid lines of `dmesg -T`."),
-            ]
-        verify = None
-        if rung in ("reset-gpu",):
-            verify = Verify(f"{gpu} answers NVML after the reset", argv=("nvidia-smi", "-q", *target))
-        return Plan(self.id, f"GPU fault{' Xid ' + str(xid) if xid is not None else ''}: {rung.replace('-', ' ')}",
-                    params, tuple(actions), verify=verify, ladder=ladder, rung=rung,
-                    notes=(f"Escalation ladder: {' → '.join(RUNGS)}; this is '{rung}'.",))
+                Advice(f"Keep {gpu} out of service and open a support/RMA case. Attach {out}, the Xid lines of "
+                       f"`sudo dmesg -T`, `nvidia-smi -q -i {pci or '<pci>'}`, and, if the GPU can be taken offline, "
+                       f"the result of `dcgmi diag -r 3`."),
+            ], None
+        drain = _drain_steps(snapshot, f"troubleshoot: Xid {xid if xid is not None else '?'} on {pci or 'a GPU'}")
+        if action == "reboot":
+            steps = drain or [Advice(f"No Slurm or Kubernetes node in the facts: stop the work on this machine "
+                                     f"first. Running on the GPUs now: {_running(snapshot) or 'nothing NVML could see'}.")]
+            steps.append(RunCommand(("shutdown", "-r", "+1", f"troubleshoot: GPU fault on {pci or 'a GPU'}"),
+                                    why=f"{gpu} cannot be recovered without a reboot; one minute to cancel",
+                                    needs_root=True, undo=("shutdown", "-c")))
+            return steps, None
+        # reset-gpu and drain-p2p
+        steps = list(drain)
+        if action == "drain-p2p":
+            steps.append(Advice(f"Stop peer-to-peer (NVLink) traffic to {gpu}: end the jobs that span it before the reset."))
+        procs = [p for p in (gpu_facts.get("processes") or [])]
+        listed = ", ".join(f"{p.get('pid')} ({p.get('name') or '?'})" for p in procs[:8])
+        steps.append(RunCommand(("nvidia-smi", "--query-compute-apps=pid,process_name,used_memory", "--format=csv",
+                                 *target), why=f"list what still uses {gpu}: a reset fails while anything holds it"
+                                 + (f" (the snapshot saw: {listed})" if listed else "")))
+        held = [u for u in HOLDERS if fact(snapshot, "node", "gpu_services", u) == "active"]
+        steps += [RunCommand(("systemctl", "stop", u), why=f"{u} keeps the GPU open", needs_root=True,
+                             undo=("systemctl", "start", u)) for u in held]
+        steps.append(RunCommand(("nvidia-smi", "--gpu-reset", *target), why=f"reset {gpu}", needs_root=True))
+        steps += [RunCommand(("systemctl", "start", u), why=f"start {u} again", needs_root=True) for u in held]
+        steps.append(Advice(f"If the reset fails (\"in use\" or \"not supported\"), ask again: the next step is a reboot."))
+        return steps, Verify(f"{gpu} answers NVML after the reset", argv=("nvidia-smi", "-q", *target))
 
 
-FIXERS = [GpuFault()]
+def _xid(xid) -> str:
+    return f" Xid {xid}" if xid is not None else ""
+
+
+def _running(snapshot) -> str:
+    procs = [p for g in (fact(snapshot, "nvml", "gpus", default=[]) or []) for p in (g.get("processes") or [])]
+    return ", ".join(f"{p.get('pid')} ({p.get('name') or '?'})" for p in procs[:8])
+
+
+def _drain_steps(snapshot, reason: str) -> list:
+    """Take the node out of the scheduler first, when the facts show it is a Slurm or Kubernetes node."""
+    steps = []
+    slurm = fact(snapshot, "node", "slurm_node")
+    if slurm:
+        steps.append(RunCommand(("scontrol", "update", f"nodename={slurm}", "state=drain", f"reason={reason}"),
+                                why=f"Slurm stops scheduling on {slurm} and lets running jobs finish", needs_root=True,
+                                undo=("scontrol", "update", f"nodename={slurm}", "state=resume")))
+    k8s = fact(snapshot, "node", "kubernetes_node")
+    if k8s:
+        steps += [
+            RunCommand(("kubectl", "cordon", k8s), why=f"Kubernetes schedules nothing new on {k8s}",
+                       undo=("kubectl", "uncordon", k8s)),
+            RunCommand(("kubectl", "drain", k8s, "--ignore-daemonsets", "--delete-emptydir-data"),
+                       why=f"move the pods off {k8s}", undo=("kubectl", "uncordon", k8s)),
+        ]
+    return steps
+
+
+class FabricManager(Fixer):
+    id = "fabric-manager"
+    title = "Start Fabric Manager, installing the version that matches the driver when it differs"
+    needs_snapshot = True
+
+    def plan(self, params, snapshot):
+        from troubleshoot_fixers.system import _family
+
+        driver = fact(snapshot, "fabric_manager", "driver_version") or fact(snapshot, "nvml", "driver_version") \
+            or fact(snapshot, "kernel", "nvidia_module_version")
+        installed = fact(snapshot, "fabric_manager", "version")
+        actions: list = []
+        notes = []
+        if driver and installed != driver:
+            branch = driver.split(".")[0]
+            if _family(snapshot) == "debian":
+                argv = ("apt-get", "install", "-y", "--allow-downgrades", f"nvidia-fabricmanager-{branch}={driver}-1")
+            else:
+                argv = ("dnf", "install", "-y", f"nvidia-fabric-manager-{driver}")
+            actions.append(RunCommand(argv, needs_root=True,
+                                      why=f"Fabric Manager must be exactly the driver's version ({driver}); "
+                                          f"installed: {installed or 'none'}"))
+        elif not driver:
+            notes.append("The driver version is unknown (no NVML or kernel facts): install "
+                         "nvidia-fabricmanager-<branch> at exactly `nvidia-smi`'s driver version.")
+        actions += [
+            RunCommand(("systemctl", "enable", "nvidia-fabricmanager"), why="start it at boot", needs_root=True),
+            RunCommand(("systemctl", "restart", "nvidia-fabricmanager"), why="(re)start Fabric Manager", needs_root=True),
+        ]
+        return Plan(self.id, self.title, params, tuple(actions),
+                    verify=Verify("nvidia-fabricmanager is active",
+                                  argv=("systemctl", "is-active", "--quiet", "nvidia-fabricmanager")),
+                    notes=tuple(notes) + ("Its log: /var/log/fabricmanager.log; CUDA works once it is active.",))
+
+
+FIXERS = [GpuFault(), FabricManager()]

@@ -2,12 +2,15 @@
 
 import sys
 
+import pytest
+
 from conftest import REPO
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 import scan_bench  # noqa: E402
 
 
+@pytest.mark.slow
 def test_large_log_peak_rss_under_200_mb(tmp_path):
     log = tmp_path / "big.log"
     scan_bench.generate(log, 300)

@@ -39,11 +39,15 @@ FILE_FIXERS = [
     ("nvidia-container-toolkit", [], {}, None),
     ("ramdisk", ["--param", "size=8G", "--param", "fstab=true"], {"etc/fstab": b"UUID=abcd / ext4 defaults 0 1\n"},
      {"etc/fstab": b"UUID=abcd / ext4 defaults 0 1\ntmpfs /mnt/ramdisk tmpfs size=8G,mode=1777 0 0\n"}),
-    ("raise-shm", ["--param", "size=32G", "--param", "fstab=true"],
+    ("raise-shm", ["--param", "size=300G", "--param", "fstab=true"],
      {"etc/fstab": b"UUID=abcd / ext4 defaults 0 1\ntmpfs /dev/shm tmpfs defaults 0 0\n"},
-     {"etc/fstab": b"UUID=abcd / ext4 defaults 0 1\ntmpfs /dev/shm tmpfs defaults,size=32G 0 0\n"}),
+     {"etc/fstab": b"UUID=abcd / ext4 defaults 0 1\ntmpfs /dev/shm tmpfs defaults,size=300G 0 0\n"}),
     ("raise-nofile", ["--param", "limit=131072"], {"etc/security/limits.conf": b"# limits\n*    soft    nofile    1024\n"},
-     {"etc/security/limits.conf": b"# limits\n*    soft    nofile    131072\n*    hard    nofile    131072\n"}),
+     {"etc/security/limits.conf": b"# limits\n*    soft    nofile    1024\n",
+      "etc/security/limits.d/90-troubleshoot-nofile.conf":
+          b"# Written by troubleshoot (fixer raise-nofile); remove this file to undo.\n"
+          b"*       soft    nofile    131072\n*       hard    nofile    131072\n"
+          b"root    soft    nofile    131072\nroot    hard    nofile    131072\n"}),
     ("set-env", ["--param", "name=PYTORCH_CUDA_ALLOC_CONF", "--param", "value=expandable_segments:True",
                  "--param", "profile=/home/ana/.bashrc"], {"home/ana/.bashrc": b"alias ll='ls -l'\n"},
      {"home/ana/.bashrc": b"alias ll='ls -l'\nexport PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n"}),
@@ -220,7 +224,7 @@ def test_gpu_fault_escalates_only_after_a_rung_was_tried(tmp_path):
         return json.loads(p.stdout)["plans"][0]["rung"]
 
     assert propose(79) == "reboot"  # NVIDIA's catalog: Xid 79 needs a reboot
-    assert propose(13) == "restart-job"  # application error: restart first
+    assert propose(13) == "restart-app"  # application error: restart first
     seen = []
     for _ in range(4):
         rung = propose(13)
@@ -228,10 +232,10 @@ def test_gpu_fault_escalates_only_after_a_rung_was_tried(tmp_path):
         p = fix("gpu-fault", "--param", "xid=13", "--param", "pci=0000:3b:00", "--root", str(tmp_path),
                 "--snapshot", str(BASE_SNAPSHOT), "--apply", "--yes")
         assert p.returncode == 0, p.stderr
-    assert seen == ["restart-job", "reset-gpu", "reboot", "rma-evidence"]
+    assert seen == ["restart-app", "reset-gpu", "reboot", "contact-support"]
     # Another GPU has its own ladder.
     p = fix("gpu-fault", "--param", "xid=13", "--param", "pci=0000:5e:00", "--format", "json", "--no-probe")
-    assert json.loads(p.stdout)["plans"][0]["rung"] == "restart-job"
+    assert json.loads(p.stdout)["plans"][0]["rung"] == "restart-app"
 
 
 def test_history_lists_and_json(tmp_path):

@@ -11,6 +11,7 @@ import re
 import string
 from collections import Counter
 
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from troubleshoot.engine import conditions, yamldoc
@@ -20,6 +21,8 @@ from troubleshoot.engine.diagnose import scan_patterns
 from troubleshoot.engine.scanner import hyperscan_available, re2_available, scan_stream
 from troubleshoot.errors import TroubleshootError
 from troubleshoot import snapshot
+
+pytestmark = pytest.mark.slow  # its own CI step (python -m pytest -m slow)
 
 LONG = os.environ.get("TROUBLESHOOT_FUZZ") == "long"
 TRIED: Counter = Counter()

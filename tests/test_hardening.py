@@ -58,6 +58,7 @@ def test_a_pattern_matching_every_line_is_capped(rules_dir, tmp_path):
     assert any("at least" in n and "counting stopped" in n for n in hit["notes"])
 
 
+@pytest.mark.slow
 def test_a_100_mb_line_without_newline(tmp_path):
     log = tmp_path / "one-line.log"
     with open(log, "wb") as f:
@@ -99,18 +100,18 @@ def test_disk_full_mid_plan_stops_and_everything_is_restorable(tmp_path, monkeyp
     a, b = tmp_path / "a.conf", tmp_path / "b.conf"
     a.write_text("old a\n")
     b.write_text("old b\n")
-    real = files.atomic_write
+    real = executor.write_in
 
-    def full_on_b(p, data, mode=None):
-        if p == b:
-            raise OSError(errno.ENOSPC, "No space left on device", str(p))
-        return real(p, data, mode)
+    def full_on_b(fd, name, data, mode=None):
+        if name == b.name:
+            raise OSError(errno.ENOSPC, "No space left on device", str(b))
+        return real(fd, name, data, mode)
 
-    monkeypatch.setattr(files, "atomic_write", full_on_b)
+    monkeypatch.setattr(executor, "write_in", full_on_b)
     out = executor.apply(executor.prepare(Plan("t", "t", {}, (WriteFile(str(a), "new a\n"), WriteFile(str(b), "new b\n")))))
     assert out.failed and "No space left on device" in out.failed
     assert a.read_text() == "new a\n" and b.read_text() == "old b\n"
-    monkeypatch.setattr(files, "atomic_write", real)
+    monkeypatch.setattr(executor, "write_in", real)
     executor.undo(out.entry.id)
     assert a.read_text() == "old a\n" and b.read_text() == "old b\n"
 
@@ -122,10 +123,10 @@ def test_read_only_target_fails_cleanly(tmp_path, monkeypatch):
 
     real_replace = os.replace
 
-    def erofs(src, dst):
-        if str(dst) == str(a):
-            raise OSError(errno.EROFS, "Read-only file system", str(dst))
-        return real_replace(src, dst)
+    def erofs(src, dst, **kw):
+        if str(dst) == a.name:
+            raise OSError(errno.EROFS, "Read-only file system", str(a))
+        return real_replace(src, dst, **kw)
 
     monkeypatch.setattr(os, "replace", erofs)
     out = executor.apply(executor.prepare(Plan("t", "t", {}, (WriteFile(str(a), "new\n"),))))

@@ -44,7 +44,9 @@ def pcie(s):
 def xid79(s):
     s["kernel"]["xid_events"] = [{"code": 79, "pci": "0000:68:00", "pid": None, "process": None,
                                   "message": "GPU has fallen off the bus.",
-                                  "line": "NVRM: Xid (PCI:0000:68:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."}]
+                                  "line": "NVRM: Xid (PCI:0000:68:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
+                                  "uptime_s": None, "time": None, "current": True, "symptom": "gpu-hardware-fault",
+                                  "action": "reboot"}]
 
 
 def small_shm(s):

@@ -167,6 +167,7 @@ def test_machine_screen_snapshot(snap_compare, monkeypatch):
                         run_before=settled("m"))
 
 
+@pytest.mark.slow
 @pytest.mark.asyncio
 async def test_a_500_mb_log_does_not_block_input(tmp_path, monkeypatch):
     import sys

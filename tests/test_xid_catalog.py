@@ -131,14 +131,22 @@ def test_xid_154_takes_the_named_recovery_action(shipped):
            "to 0x4 (Drain and Reset)\n")
     ds = pipeline.run(None, ruleset=shipped, log_text=log).diagnoses
     by_code = {d.xid["code"]: d for d in ds if d.xid}
-    assert by_code[154].action == "drain-and-reset"
+    assert by_code[154].action == "reset-gpu"  # "Drain and Reset": the reset plan drains first
     assert by_code[149].action == "reset-gpu"
+    assert ds[0].xid["code"] == 149  # 154 is about the fault before it: the fault leads
     reboot = "NVRM: Xid (PCI:0000:01:00): 154, GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)"
     assert top(reboot, shipped).action == "reboot"
     # the latest change is the one in force
     later = ("NVRM: Xid (PCI:0008:01:00): 154, GPU recovery action changed from 0x0 (None) to 0x4 (Drain and Reset)\n"
              "NVRM: Xid (PCI:0008:01:00): 154, GPU recovery action changed from 0x4 (Drain and Reset) to 0x1 (GPU Reset Required)\n")
     assert top(later, shipped).action == "reset-gpu"
+    p2p = "NVRM: Xid (PCI:0008:01:00): 154, GPU recovery action changed from 0x0 (None) to 0x3 (Drain P2P)"
+    assert top(p2p, shipped).action == "drain-p2p"
+    # after Xid 79 a 154 asking only for a reset does not lower the fault's reboot
+    fell = ("NVRM: Xid (PCI:0000:01:00): 79, GPU has fallen off the bus.\n"
+            "NVRM: Xid (PCI:0000:01:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)\n")
+    d = top(fell, shipped)
+    assert (d.xid["code"], d.action) == (79, "reboot")
 
 
 def test_xid_45_follows_the_other_xid_and_alone_restarts_fabric_manager_on_nvswitch(shipped):

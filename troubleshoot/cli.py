@@ -71,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     from troubleshoot import cli_run
 
     cli_run.add_parser(sub, _add_rules_arg)
+    from troubleshoot import cli_fleet
+
+    cli_fleet.add_parser(sub, _add_rules_arg, _Parser)
 
     r = sub.add_parser("rules", help="list, show, lint, test and trace rules")
     rsub = r.add_subparsers(dest="rules_command", metavar="SUBCOMMAND", parser_class=_Parser)
@@ -120,6 +123,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cli_fix.cmd_fix(args, plugins) if args.command == "fix" else cli_fix.cmd_fixers(args, plugins)
         if args.command == "rules":
             return cmd_rules(args)
+        if args.command == "fleet":
+            from troubleshoot import cli_fleet
+
+            return cli_fleet.cmd_fleet(args, _plugins(args))
     except TroubleshootError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
@@ -236,7 +243,9 @@ def cmd_tui(args) -> int:
 
 def cmd_probe(args) -> int:
     from troubleshoot import pipeline, snapshot
+    from troubleshoot.fleet.collect import hang_if_asked
 
+    hang_if_asked()
     snap = pipeline.probe(args.python, _plugins(args))
     if args.redact:
         snap = snapshot.redact(snap)
@@ -283,7 +292,9 @@ def cmd_rules(args) -> int:
         from troubleshoot.engine.examples import check_examples
 
         _warn_problems(ruleset)
-        checked, failures = check_examples(ruleset.rules)
+        from troubleshoot import paste
+
+        checked, failures = check_examples(ruleset.rules, facts_of=lambda text: paste.read(text).facts)
         for f in failures:
             print(f)
         print(f"{checked} examples in {len(ruleset.rules)} rules: {checked - len(failures)} passed, {len(failures)} failed")

@@ -34,6 +34,7 @@ def add_parsers(sub, add_rules_arg) -> None:
     u = sub.add_parser("undo", help="restore the files a fix changed (latest fix, or ID)")
     u.add_argument("id", nargs="?")
     u.add_argument("--yes", action="store_true", help="do not ask")
+    u.add_argument("--force", action="store_true", help="restore even files that changed since the fix")
 
     h = sub.add_parser("history", help="fixes applied, newest first")
     h.add_argument("--format", choices=("text", "json"), default="text")
@@ -101,6 +102,8 @@ def _requests(args, plugins) -> list[tuple[str, dict]]:
         stream, _ = pipeline.open_log(args.log)
         try:
             scan = scan_stream(stream, scan_patterns([rule]))
+        except OSError as exc:  # /proc/self/mem, a device, a vanished mount
+            raise TroubleshootError(f"cannot read log {args.log}: {exc.strerror or exc}") from None
         finally:
             if stream is not sys.stdin.buffer:
                 stream.close()
@@ -192,6 +195,8 @@ def _print_outcome(prep, out) -> None:
         print(f"  done: {line}")
     for line in out.skipped:
         print(f"  skipped: {line}")
+    for line in out.notes:
+        print(f"  note: {line}")
     if out.failed:
         print(f"  FAILED: {out.failed}", file=sys.stderr)
         print(f"  Every file touched so far is backed up: `troubleshoot undo {eid}` restores them.", file=sys.stderr)
@@ -250,7 +255,13 @@ def cmd_undo(args) -> int:
         eid = latest.id
         if not args.yes and not executor.confirm(f"Undo {eid} ({latest.data.get('title')})?"):
             raise TroubleshootError(f"not undone: no confirmation (answer y, or `troubleshoot undo {eid}`)")
-    res = executor.undo(eid)
+    try:
+        res = executor.undo(eid, force=args.force)
+    except executor.UndoConflict as exc:
+        for c in exc.conflicts:
+            print(f"{c.target} changed since the fix (what the fix left -> what is there now):", file=sys.stderr)
+            sys.stderr.write(c.diff or "  (no record of what the fix left)\n")
+        raise
     _print_undo(eid, res)
     return 1 if res.problems else 0
 
@@ -260,6 +271,8 @@ def _print_undo(eid: str, res) -> None:
         print(f"  restored {p}")
     for p in res.removed:
         print(f"  removed {p} (it did not exist before)")
+    for p in getattr(res, "forced", []):
+        print(f"  note: {p} had changed since the fix; those changes were overwritten (--force)")
     for c in res.not_reversed:
         print(f"  not reversed (a command): {c}")
     for p in res.problems:

@@ -18,7 +18,8 @@ def add_parser(sub, add_rules_arg) -> None:
     r = sub.add_parser("run", help="run a training job, watch it, and diagnose it if it fails",
                        description="Run CMD unchanged (same output, same exit code), keep its log, watch the "
                                    "machine while it runs, and diagnose the failure when it exits non-zero.")
-    r.add_argument("--log-to", metavar="PATH", help="write the job's output here (default: the state directory)")
+    r.add_argument("--log-to", metavar="PATH", help="write the job's output here (default: the state directory); "
+                   "a folder (DIR/): one file per rank in it, named by node and rank")
     r.add_argument("--format", choices=("text", "json"), default="text", help="json: write the diagnosis to --report")
     r.add_argument("--report", metavar="PATH", help="where --format json writes the diagnosis (default: LOG.json)")
     r.add_argument("--no-probe", action="store_true", help="do not probe the machine when the job fails")
@@ -50,7 +51,10 @@ def cmd_run(args, plugins) -> int:
         raise TroubleshootError("run needs a command: troubleshoot run -- python train.py ...")
     if args.interval <= 0:
         raise TroubleshootError("--interval must be positive")
-    log_path = Path(args.log_to) if args.log_to else wrapper.default_log_path(cmd)
+    if args.log_to and (args.log_to.endswith("/") or Path(args.log_to).is_dir()):
+        log_path = wrapper.default_log_path(cmd, Path(args.log_to))  # a folder: one file per rank in it
+    else:
+        log_path = Path(args.log_to) if args.log_to else wrapper.default_log_path(cmd)
     try:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(log_path, "wb")

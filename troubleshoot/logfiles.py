@@ -23,6 +23,8 @@ from troubleshoot.errors import TroubleshootError
 PEEK = 256 << 10
 LABELLED_SHARE = 0.5  # of the first lines, how many must carry a rank label for the log to be split
 LOOKBACK = 64 << 10  # how far before a line its timestamp is looked for
+# NCCL_DEBUG lines start with the host: "gpu-07:15325:16199 [2] NCCL INFO ..."
+_NCCL_HOST = re.compile(rb"^([A-Za-z0-9][A-Za-z0-9_.-]{0,62}):\d+:\d+ \[\d+\] NCCL (?:INFO|WARN)", re.M)
 _LABEL = re.compile(rb"^ {0,6}(\d{1,6}): (?:\[(?:rank|default)(\d{1,6})\]: ?)?|^\[(?:rank|default)(\d{1,6})\]: ?")
 
 
@@ -167,3 +169,21 @@ def _nth_newline(block: bytes, pos: int, n: int) -> int:
         if idx < 0:
             return -1
     return idx
+
+
+def sniff_node(path: str) -> str | None:
+    """The host a rank's log names in its NCCL_DEBUG lines (most often seen), if any."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(PEEK)
+    except OSError:
+        return None
+    return node_in(head)
+
+
+def node_in(head: bytes) -> str | None:
+    """sniff_node on bytes already read (a FIFO or a pipe cannot be opened a second time)."""
+    hosts = _NCCL_HOST.findall(head)
+    if not hosts:
+        return None
+    return max(set(hosts), key=hosts.count).decode("ascii", "replace")

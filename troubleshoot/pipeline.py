@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import BinaryIO, Mapping, Sequence
 
-from troubleshoot import logfiles
+from troubleshoot import logfiles, paste
 from troubleshoot.engine import merge, timestamps
 from troubleshoot.engine.diagnose import diagnose, fired, scan_patterns, trace_rule
 from troubleshoot.engine.ruleset import RuleSet, load_ruleset
@@ -56,8 +56,9 @@ def scan_log(ruleset: RuleSet, stream: BinaryIO, backend: str | None = None) -> 
         raise TroubleshootError(f"cannot read log: {exc.strerror or exc}") from None
 
 
-def probe(python: str | None = None, plugins=None, on_result=None, ctx=None) -> dict:
-    """Run every registered probe (built-in and plugins) on this machine; never raises."""
+def probe(python: str | None = None, plugins=None, on_result=None, ctx=None, cancel=None, on_start=None) -> dict:
+    """Run every registered probe (built-in and plugins) on this machine; never raises.
+    `on_start(names)` learns which probes will run; `on_result(outcome)` hears each finish."""
     from troubleshoot.plugins import load_plugins
     from troubleshoot.probes.base import ProbeContext, run_probes
 
@@ -74,8 +75,10 @@ def probe(python: str | None = None, plugins=None, on_result=None, ctx=None) -> 
             continue
         seen.add(p.name)
         unique.append(p)
-    if on_result is not None:
-        return run_probes(unique, ctx, on_result)
+    if on_start is not None:
+        on_start([p.name for p in unique])
+    if on_result is not None or cancel is not None:
+        return run_probes(unique, ctx, on_result, cancel=cancel)
     from troubleshoot.report.progress import ProbeProgress
 
     with ProbeProgress([p.name for p in unique]) as progress:  # shown on a terminal after 0.5 s
@@ -108,26 +111,63 @@ class _Unit:
     scan: ScanResult
     order: int
     spool: logfiles.RankStream | None = None
+    pasted: paste.Pasted | None = None  # state dumps in the log: facts of the machine it came from
+
+
+class Scanned:
+    """The logs of one command, each read and scanned once. Diagnosing them again with other
+    facts (probes that finished after the scan) never reads a log a second time. Rank spools
+    of a merged log live until `close()` (a `with` block closes it)."""
+
+    def __init__(self, units: list[_Unit], tmp: tempfile.TemporaryDirectory | None):
+        self.units, self._tmp = units, tmp
+
+    def close(self) -> None:
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def __enter__(self) -> "Scanned":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def read_sources(logs: Sequence[LogSource], ruleset: RuleSet, cancel=None, progress=None) -> Scanned:
+    """Scan every log once. `cancel` (a threading.Event) stops between two chunks (ScanCancelled);
+    `progress(bytes_read)` follows the log being read."""
+    tmp = tempfile.TemporaryDirectory(prefix="troubleshoot-ranks-") if logs else None
+    units: list[_Unit] = []
+    try:
+        patterns = scan_patterns(ruleset.rules) if logs else None
+        for i, src in enumerate(logs):
+            units += _read(src, i, ruleset, patterns, tmp.name, cancel, progress)
+    except BaseException:
+        if tmp is not None:
+            tmp.cleanup()
+        raise
+    return Scanned(units, tmp)
 
 
 def diagnose_sources(sources: Sources, ruleset: RuleSet) -> Result:
     """Every log and every machine's facts of one command -> one ranked list of diagnoses."""
-    patterns = None
-    units: list[_Unit] = []
-    with tempfile.TemporaryDirectory(prefix="troubleshoot-ranks-") as tmp:
-        for i, src in enumerate(sources.logs):
-            if patterns is None:
-                patterns = scan_patterns(ruleset.rules)
-            units += _read(src, i, ruleset, patterns, tmp)
-        if len(units) == 1 and units[0].spool is None:
-            return _one_log(units[0], sources, ruleset)
-        if not units and len(sources.facts) <= 1:
-            facts = sources.facts[0] if sources.facts else None
-            ds = diagnose(ruleset.rules, None, facts.facts if facts else None)
-            if facts and facts.node:
-                ds = [replace(d, nodes=(facts.node,)) for d in ds]
-            return Result(ds, ruleset, None, facts.origin if facts else "machine facts")
-        occurrences = _occurrences(units, sources, ruleset)
+    with read_sources(sources.logs, ruleset) as scanned:
+        return diagnose_scanned(scanned, sources, ruleset)
+
+
+def diagnose_scanned(scanned: Scanned, sources: Sources, ruleset: RuleSet) -> Result:
+    """The diagnosis of logs already scanned, with the machine facts of `sources`."""
+    units = scanned.units
+    if len(units) == 1 and units[0].spool is None:
+        return _one_log(units[0], sources, ruleset)
+    if not units and len(sources.facts) <= 1:
+        facts = sources.facts[0] if sources.facts else None
+        ds = diagnose(ruleset.rules, None, facts.facts if facts else None)
+        if facts and facts.node:
+            ds = [replace(d, nodes=(facts.node,)) for d in ds]
+        return Result(ds, ruleset, None, "machine facts")
+    occurrences = _occurrences(units, sources, ruleset)
     diagnoses = merge.merge(occurrences)
     if len(units) == 1:
         name = units[0].source.name
@@ -143,7 +183,8 @@ def _lines(units: list[_Unit]) -> int:
     return sum(u.scan.total_lines for u in units)
 
 
-def _read(src: LogSource, order: int, ruleset: RuleSet, patterns, tmp: str) -> list[_Unit]:
+def _read(src: LogSource, order: int, ruleset: RuleSet, patterns, tmp: str, cancel=None,
+          progress=None) -> list[_Unit]:
     if src.text is not None:
         stream: BinaryIO = io.BytesIO(src.text.encode("utf-8", "surrogateescape"))
     else:
@@ -152,13 +193,18 @@ def _read(src: LogSource, order: int, ruleset: RuleSet, patterns, tmp: str) -> l
         head = stream.read(logfiles.PEEK)
         peeked = logfiles.Peeked(head, stream)
         if not logfiles.is_labelled(head):
-            return [_Unit(src, _scan(peeked, patterns, src.name), order)]
+            if src.node is None and src.path:
+                src = replace(src, node=logfiles.node_in(head))
+            recorder = paste.Head(peeked)
+            scan = _scan(recorder, patterns, src.name, cancel, progress)
+            return [_Unit(src, scan, order, pasted=paste.read(recorder.text()))]
         folder = tempfile.mkdtemp(dir=tmp)
         out = []
         for spool in logfiles.split(peeked, folder):
-            tagged = replace(src, rank=src.rank if spool.rank is None else spool.rank)
+            tagged = replace(src, rank=src.rank if spool.rank is None else spool.rank,
+                             node=src.node or logfiles.sniff_node(spool.path))
             with open(spool.path, "rb") as f:
-                out.append(_Unit(tagged, _scan(f, patterns, src.name), order, spool))
+                out.append(_Unit(tagged, _scan(f, patterns, src.name, cancel), order, spool))
         return out
     except OSError as exc:
         raise TroubleshootError(f"cannot read log {src.name}: {exc.strerror or exc}") from None
@@ -167,16 +213,21 @@ def _read(src: LogSource, order: int, ruleset: RuleSet, patterns, tmp: str) -> l
             stream.close()
 
 
-def _scan(stream, patterns, name: str) -> ScanResult:
+def _scan(stream, patterns, name: str, cancel=None, progress=None) -> ScanResult:
     try:
-        return scan_stream(stream, patterns)
+        return scan_stream(stream, patterns, cancel=cancel, progress=progress)
     except OSError as exc:
         raise TroubleshootError(f"cannot read log {name}: {exc.strerror or exc}") from None
 
 
+def _facts(unit: _Unit, sources: Sources):
+    facts = sources.facts_for(unit.source.node)
+    return paste.merge(facts, unit.pasted) if unit.pasted else facts
+
+
 def _one_log(unit: _Unit, sources: Sources, ruleset: RuleSet) -> Result:
     src = unit.source
-    ds = diagnose(ruleset.rules, unit.scan, sources.facts_for(src.node))
+    ds = diagnose(ruleset.rules, unit.scan, _facts(unit, sources))
     ranks = (src.rank,) if src.rank is not None else ()
     nodes = (src.node,) if src.node else ()
     ds = [replace(d, files=(src.name,), ranks=ranks, nodes=nodes) if d.count else replace(d, nodes=nodes)
@@ -190,7 +241,7 @@ def _occurrences(units: list[_Unit], sources: Sources, ruleset: RuleSet) -> list
     for u in units:
         src = u.source
         logged_nodes.add(src.node)
-        found = fired(ruleset.rules, u.scan, sources.facts_for(src.node))
+        found = fired(ruleset.rules, u.scan, _facts(u, sources))
         stamps = _stamps(u, found)
         for d in found:
             if d.count:
@@ -280,3 +331,4 @@ class LogTail:
         if self._patterns is None or self._patterns[0] is not ruleset:
             self._patterns = (ruleset, scan_patterns(ruleset.rules))
         return diagnose(ruleset.rules, scan_stream(io.BytesIO(chunk), self._patterns[1]), None)
+

@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from importlib import resources
@@ -71,6 +70,7 @@ def check(data: Any, name: str = "snapshot") -> Loaded:
     elif version < 1:
         raise TroubleshootError(f"{name}: unknown snapshot schema {version}")
     facts = _clean(data, schema(), "", warnings, name, depth=0)
+    _derive(facts)
     for area in ("nvml", "kernel", "cuda", "frameworks", "docker", "io"):
         if area not in facts:
             warnings.append(f"{name}: no '{area}' facts; rules that need them cannot fire")
@@ -79,6 +79,24 @@ def check(data: Any, name: str = "snapshot") -> Loaded:
 
 _TYPES = {"object": dict, "array": list, "string": str, "integer": int, "number": (int, float), "boolean": bool,
           "null": type(None)}
+
+
+def _derive(facts: dict) -> None:
+    """Facts that newer probes derive, filled in for snapshots saved before they existed."""
+    cuda = facts.get("cuda")
+    if isinstance(cuda, dict) and "versions" not in cuda and isinstance(cuda.get("libraries"), list):
+        from troubleshoot.probes.cuda import versions
+
+        cuda["versions"] = versions([lib for lib in cuda["libraries"] if isinstance(lib, dict) and lib.get("name")])
+    events = (facts.get("kernel") or {}).get("xid_events") if isinstance(facts.get("kernel"), dict) else None
+    for e in events if isinstance(events, list) else ():
+        # Xid events saved before they carried time and the catalog's verdict: current (nothing
+        # says otherwise), and the verdict from their line
+        if isinstance(e, dict) and isinstance(e.get("code"), int) and "action" not in e:
+            from troubleshoot.probes.kernel import verdict
+
+            e.setdefault("current", True)
+            e["symptom"], e["action"] = verdict(e["code"], e.get("line") or "")
 
 
 def _type_ok(value, types) -> bool:
@@ -112,8 +130,11 @@ def _clean(value, sch: dict, path: str, warnings: list[str], name: str, depth: i
             elif sch.get("additionalProperties", True) is False and path not in FREE_AREAS:
                 warnings.append(f"{name}: {sub}: unknown fact; ignored")
             else:
-                out[k] = v  # plugin areas and free-form maps are kept as they are
+                out[k] = _bound_free(v, f"{path}.{k}" if path else k, warnings, name, depth + 1)
         return out
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and not _bounded(value):
+        warnings.append(f"{name}: {path or 'top level'}: number {_short(value)} is out of range; ignored")
+        return _DROP
     if isinstance(value, list) and "items" in sch:
         out_l = []
         for i, v in enumerate(value):
@@ -125,6 +146,28 @@ def _clean(value, sch: dict, path: str, warnings: list[str], name: str, depth: i
 
 
 _DROP = object()
+MAX_MAGNITUDE = 1 << 63  # no fact (bytes, counters, clocks) needs more; bigger ones are corrupt
+
+
+def _bounded(value) -> bool:
+    if isinstance(value, int):
+        return -MAX_MAGNITUDE <= value <= MAX_MAGNITUDE
+    return value == value and abs(value) <= MAX_MAGNITUDE  # NaN and infinities are not facts
+
+
+def _bound_free(v, path: str, warnings: list[str], name: str, depth: int):
+    """Plugin areas and free-form maps are kept as they are, except numbers out of range."""
+    if depth > 32:
+        warnings.append(f"{name}: {path}: nested too deeply; dropped")
+        return None
+    if isinstance(v, dict):
+        return {k: _bound_free(x, f"{path}.{k}", warnings, name, depth + 1) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_bound_free(x, f"{path}[{i}]", warnings, name, depth + 1) for i, x in enumerate(v)]
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and not _bounded(v):
+        warnings.append(f"{name}: {path}: number {_short(v)} is out of range; ignored")
+        return None
+    return v
 
 
 def _short(value) -> str:
@@ -134,13 +177,12 @@ def _short(value) -> str:
 
 def save(facts: dict, path: str | Path) -> None:
     """Write atomically, so an interrupted save never leaves half a snapshot."""
+    from troubleshoot.safeio import atomic_write
+
     p = Path(path)
-    tmp = p.with_name(f".{p.name}.tmp-{os.getpid()}")
     try:
-        tmp.write_text(json.dumps(facts, indent=2, sort_keys=False, default=str) + "\n", encoding="utf-8")
-        os.replace(tmp, p)
+        atomic_write(p, (json.dumps(facts, indent=2, sort_keys=False, default=str) + "\n").encode("utf-8"))
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise TroubleshootError(f"cannot write snapshot {p}: {exc.strerror or exc}") from None
 
 

@@ -16,7 +16,7 @@ from typing import Iterable, Mapping
 from troubleshoot.errors import TroubleshootError
 
 # Files in a log folder that are not logs (snapshots, reports, archives).
-NOT_LOGS = (".json", ".gz", ".zst", ".xz", ".bz2", ".zip", ".tar", ".pt", ".bin", ".safetensors")
+NOT_LOGS = (".json", ".md", ".gz", ".zst", ".xz", ".bz2", ".zip", ".tar", ".pt", ".bin", ".safetensors")
 MAX_LOG_FILES = 10_000
 
 
@@ -97,8 +97,10 @@ def check_readable(path: str) -> None:
     try:
         if p.is_dir():
             raise TroubleshootError(f"cannot read log {path}: is a directory")
-        with open(p, "rb"):
-            pass
+        # Checked without opening it: a FIFO or a pipe can be opened (read) only once.
+        p.stat()
+        if not os.access(p, os.R_OK):
+            raise PermissionError(13, "Permission denied")
     except OSError as exc:
         raise TroubleshootError(f"cannot read log {path}: {exc.strerror or exc}") from None
 
@@ -114,7 +116,7 @@ _TORCHRUN = re.compile(r"attempt_\d+/(?P<rank>\d+)/std(?:out|err)\.log$")
 # Slurm --output=slurm-%j-%t.out / %j_%t / %j.%t (job id, task id)
 _SLURM_TASK = re.compile(r"slurm-\d+[-_.](?P<rank>\d+)\.(?:out|err|log)$")
 _RANK_WORD = re.compile(r"(?i)(?:^|[^a-z])rank[-_.]?(?P<rank>\d+)(?:[^0-9]|$)")
-_NODE_WORD = re.compile(r"(?i)(?:^|[._-])node[-_=](?P<node>[a-z0-9][a-z0-9-]*)")
+_NODE_WORD = re.compile(r"(?i)(?:^|[._-])node[-_=](?P<node>[a-z0-9]+(?:-(?!rank)[a-z0-9]+)*)")
 
 
 def tagged(src: LogSource, root: Path | None = None) -> LogSource:

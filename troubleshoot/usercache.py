@@ -47,7 +47,7 @@ def write(path: Path, data: bytes) -> None:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         if not _owned_private(path.parent):
             return
-        from troubleshoot.fixes.files import atomic_write
+        from troubleshoot.safeio import atomic_write
 
         atomic_write(path, data)
         os.chmod(path, 0o600)

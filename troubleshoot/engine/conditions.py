@@ -28,6 +28,19 @@ from typing import Any, Callable
 
 from troubleshoot.engine.values import Version, parse_bytes, parse_version, looks_like_version
 
+try:  # linear-time matching: a condition's regex never backtracks (google-re2, a dependency)
+    import re2 as _re2
+except ImportError:  # pragma: no cover - platforms without a wheel
+    _re2 = None
+
+# Bounds on what a rule file (team-written data) can ask of the parser and the evaluator.
+MAX_CHARS = 2000
+MAX_DEPTH = 32
+MAX_NUMBER_DIGITS = 40
+MAX_STRING = 1000
+MAX_MATCH_SUBJECT = 1 << 16
+_NESTED_REPEAT = re.compile(r"\((?:[^()\\]|\\.)*[+*}](?:[^()\\]|\\.)*\)\s*(?:[+*]|\{\d*,)")
+
 
 class ConditionError(ValueError):
     """A condition that does not parse; `column` is 1-based within the condition text."""
@@ -171,8 +184,16 @@ class Quant(Node):
 
 class _Parser:
     def __init__(self, src: str):
+        if len(src) > MAX_CHARS:
+            raise ConditionError(f"condition longer than {MAX_CHARS} characters", MAX_CHARS)
         self.toks = tokenize(src)
         self.i = 0
+        self.depth = 0
+
+    def _deeper(self) -> None:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise ConditionError(f"nested deeper than {MAX_DEPTH} levels", self.tok.col)
 
     @property
     def tok(self) -> Tok:
@@ -197,10 +218,12 @@ class _Parser:
         return node
 
     def expr(self) -> Node:
+        self._deeper()
         node = self.and_()
         while self.at("or"):
             self.i += 1
             node = BinOp("or", node, self.and_())
+        self.depth -= 1
         return node
 
     def and_(self) -> Node:
@@ -213,7 +236,10 @@ class _Parser:
     def not_(self) -> Node:
         if self.at("not"):
             self.i += 1
-            return Not(self.not_())
+            self._deeper()
+            node = Not(self.not_())
+            self.depth -= 1
+            return node
         return self.cmp()
 
     def cmp(self) -> Node:
@@ -222,10 +248,9 @@ class _Parser:
             op = self.take().text
             right = self.sum()
             if op == "matches" and isinstance(right, Lit) and isinstance(right.value, str):
-                try:
-                    re.compile(right.value)
-                except re.error as exc:
-                    raise ConditionError(f"bad regex after 'matches': {exc}", self.tok.col) from None
+                problem = regex_problem(right.value)
+                if problem:
+                    raise ConditionError(f"bad regex after 'matches': {problem}", self.tok.col)
             return BinOp(op, left, right)
         if self.at("not") and self.toks[self.i + 1].text == "in":
             self.i += 2
@@ -249,16 +274,28 @@ class _Parser:
     def unary(self) -> Node:
         if self.at("-"):
             self.i += 1
-            return Neg(self.unary())
+            self._deeper()
+            node = Neg(self.unary())
+            self.depth -= 1
+            return node
         return self.atom()
 
     def atom(self) -> Node:
         t = self.tok
         if t.kind == "num":
             self.i += 1
+            if len(t.text) > MAX_NUMBER_DIGITS:
+                raise ConditionError(f"number longer than {MAX_NUMBER_DIGITS} characters", t.col)
+            if t.text.count(".") > 1:  # 525.60.13: a version, never a float
+                version = parse_version(t.text)
+                if version is None:
+                    raise ConditionError(f"{t.text!r} is not a version", t.col)
+                return Lit(version)
             return Lit(NumLit(t.text) if "." in t.text else int(t.text))
         if t.kind == "str":
             self.i += 1
+            if len(t.text) > MAX_STRING + 2:
+                raise ConditionError(f"text longer than {MAX_STRING} characters", t.col)
             return Lit(_unquote(t.text))
         if t.kind == "kw" and t.text in ("true", "false", "null"):
             self.i += 1
@@ -544,6 +581,13 @@ _ORDER: dict[str, Callable[[Any, Any], bool]] = {
 
 
 def _binary(op: str, a, b):
+    try:
+        return _binary_op(op, a, b)
+    except (OverflowError, ValueError):  # a huge number met a float: no answer, not a crash
+        return UNKNOWN
+
+
+def _binary_op(op: str, a, b):
     if op in ("+", "-", "*", "/"):
         if not (_is_number(a) and _is_number(b)):
             return UNKNOWN
@@ -565,7 +609,10 @@ def _binary(op: str, a, b):
     if op == "matches":
         if not isinstance(b, str) or a is None:
             return UNKNOWN
-        return _regex(b).search(str(a)) is not None
+        text = str(a)
+        if len(text) > MAX_MATCH_SUBJECT:
+            text = text[:MAX_MATCH_SUBJECT]
+        return _regex(b).search(text) is not None
     return _compare(op, a, b)
 
 
@@ -586,12 +633,41 @@ def _compare(op: str, a, b):
     return fn(a, b) if op in ("==", "!=") else UNKNOWN
 
 
-@functools.lru_cache(maxsize=256)
-def _regex(src: str) -> re.Pattern:
+def regex_problem(src: str) -> str | None:
+    """Why a `matches` pattern is refused (None: fine). With RE2 every pattern it compiles runs
+    in linear time; without it, nested repetition (catastrophic backtracking) is refused."""
+    if len(src) > MAX_STRING:
+        return f"longer than {MAX_STRING} characters"
+    if _re2 is not None:
+        try:
+            _re2.compile(src, _re2_options())
+        except Exception as exc:  # re2 raises its own error type
+            return str(exc) or "RE2 cannot compile it"
+        return None
     try:
-        return re.compile(src)
-    except re.error:
-        return re.compile(re.escape(src))
+        re.compile(src)
+    except re.error as exc:
+        return str(exc)
+    if _NESTED_REPEAT.search(src):
+        return "nested repetition (like (a+)+) can take exponential time; simplify it"
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def _re2_options():
+    opts = _re2.Options()
+    opts.log_errors = False
+    return opts
+
+
+@functools.lru_cache(maxsize=256)
+def _regex(src: str):
+    """A compiled pattern (RE2 when present); a pattern that is refused matches itself literally."""
+    if regex_problem(src) is not None:
+        return re.compile(re.escape(src[:MAX_STRING]))
+    if _re2 is not None:
+        return _re2.compile(src, _re2_options())
+    return re.compile(src)
 
 
 def _len(x):

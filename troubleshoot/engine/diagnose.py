@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Iterable, Mapping
 
 from troubleshoot.engine import conditions
-from troubleshoot.engine.scanner import ScanPattern, ScanResult
+from troubleshoot.engine.scanner import ScanPattern, ScanResult, series_view
 from troubleshoot.model import SEVERITIES, Diagnosis, Evidence, Fix, Rule
 
 LOG_ROLE = "log"
@@ -106,7 +106,7 @@ def trace_rule(rule: Rule, scan: ScanResult | None, facts: Mapping | None) -> Ru
 
     env = dict(facts or {})
     env["log"] = captures
-    env["series"] = {k: v.as_dict() for k, v in log_hits.series.items()} if log_hits else {}
+    env["series"] = series_view(log_hits.series) if log_hits else {}
     conds = []
     for c in rule.facts:
         missing: list[str] = []
@@ -179,7 +179,36 @@ def fired(rules: Iterable[Rule], scan: ScanResult | None, facts: Mapping | None 
             diagnoses += _xid_diagnoses(t, scan, facts, covered.get(t.rule.id, set()), codes)
         else:
             diagnoses.append(_diagnosis(t, facts))
-    return diagnoses
+    return _follow_xid_154(diagnoses)
+
+
+def _action_rank(action: str | None) -> int:
+    return ACTION_ORDER.index(action) if action in ACTION_ORDER else -1
+
+
+def _follow_xid_154(diagnoses: list[Diagnosis]) -> list[Diagnosis]:
+    """Xid 154 is about another Xid (the catalog: "informational only regarding another Xid"): on a
+    GPU that logged the fault too, the fault leads, taking 154's action when that is more drastic,
+    and the 154 diagnosis ranks after it."""
+    def gpu(d: Diagnosis) -> str:
+        return (d.xid or {}).get("pci") or ""
+
+    changes = {gpu(d): d for d in diagnoses if d.xid and d.xid.get("code") == 154}
+    if not changes:
+        return diagnoses
+    faults = {gpu(d) for d in diagnoses if d.xid and d.xid.get("code") not in (45, 154)}
+    out = []
+    for d in diagnoses:
+        code = (d.xid or {}).get("code")
+        change = changes.get(gpu(d))
+        if code == 154 and gpu(d) in faults:
+            d = replace(d, downstream_of_found=(d.symptom,),
+                        notes=d.notes + ("follows the Xid logged before it on the same GPU",))
+        elif change is not None and code not in (None, 45, 154) and _action_rank(change.action) > _action_rank(d.action):
+            d = replace(d, action=change.action,
+                        notes=d.notes + (f"Xid 154 on the same GPU asks for {change.action}",))
+        out.append(d)
+    return out
 
 
 def _parts(t: RuleTrace, scan: ScanResult | None) -> set[str]:
@@ -188,8 +217,8 @@ def _parts(t: RuleTrace, scan: ScanResult | None) -> set[str]:
 
 
 # Most drastic last: when one code's lines disagree (NVLink5 units), the most drastic action wins.
-ACTION_ORDER = ("ignore", "restart-app", "check-mechanicals", "restart-fabric-manager", "reset-gpu", "drain-p2p",
-                "drain-and-reset", "recover-imex-domain", "reboot", "contact-support")
+ACTION_ORDER = ("ignore", "restart-app", "check-mechanicals", "restart-fabric-manager", "drain-p2p", "reset-gpu",
+                "recover-imex-domain", "reboot", "contact-support")
 
 
 def _xid_diagnoses(t: RuleTrace, scan: ScanResult, facts: Mapping | None, skip: set[str],
@@ -216,6 +245,10 @@ def _xid_diagnoses(t: RuleTrace, scan: ScanResult, facts: Mapping | None, skip: 
             v = verdicts[-1]  # the latest change is the one in force
         else:
             v = max(verdicts, key=lambda v: (ACTION_ORDER.index(v.action) if v.action in ACTION_ORDER else 0))
+        nvml = _nvml_recovery(facts, sub.captures.get("pci"))
+        if nvml and nvml[1] != v.action:
+            v = replace(v, action=nvml[1], detail=(v.detail + "; " if v.detail else "")
+                        + f"NVML's recovery action for this GPU is {nvml[0]!r} (preferred over the log)")
         extra = {"action": v.action, "xid_name": v.name, "xid_description": catalog.xids[v.code].description,
                  "action_text": catalog.action_text(v.action), "xid_class": v.cls}
         rule = replace(t.rule, symptom=v.symptom, severity=v.severity,
@@ -225,6 +258,20 @@ def _xid_diagnoses(t: RuleTrace, scan: ScanResult, facts: Mapping | None, skip: 
         out.append(replace(d, action=v.action, notes=notes,
                            xid={"code": v.code, "pci": sub.captures.get("pci"), "name": v.name}))
     return out
+
+
+def _nvml_recovery(facts: Mapping | None, pci: str | None) -> tuple[str, str] | None:
+    """(name, action) of NVML's GPU recovery action for the GPU at `pci`, when the facts have one."""
+    from troubleshoot.engine.xid import load_catalog
+
+    if not pci or not facts:
+        return None
+    want = pci.lower().split(".")[0][-7:]
+    for g in ((facts.get("nvml") or {}).get("gpus") or []):
+        bus = str(g.get("pci_bus_id") or "").lower().split(".")[0]
+        if bus and bus.endswith(want) and g.get("recovery_action"):
+            return load_catalog().recovery_action(g["recovery_action"])
+    return None
 
 
 def _nvswitch(facts: Mapping | None) -> bool:
@@ -238,11 +285,13 @@ def _diagnosis(t: RuleTrace, facts: Mapping | None, extra: Mapping[str, str] | N
     values = dict(t.captures)
     words = {**values, **(extra or {})}  # what `{name}` placeholders may use
     evidence = [Evidence(source="log", text=h.text, line=h.line, span=(h.start, h.end)) for h in t.log_lines]
-    for c in t.conditions:
+    pasted = (facts or {}).get(PASTED_LINES) or {}
+    for cond, c in zip(rule.facts, t.conditions):
         for path, value in c.reads:
             if path.startswith(("log.", "series.")) or any(e.path == path for e in evidence):
                 continue
             evidence.append(Evidence(source="fact", text=f"{path} = {_short(value)}", path=path, value=value))
+        evidence += _pasted_evidence(cond.tree, pasted, evidence)
     confidence = rule.confidence
     explain = interpolate(rule.explain, words, facts)
     said = []
@@ -258,8 +307,10 @@ def _diagnosis(t: RuleTrace, facts: Mapping | None, extra: Mapping[str, str] | N
                 if not path.startswith(("log.", "series.")) and not any(e.path == path for e in evidence):
                     value = _lookup(env, path)
                     evidence.append(Evidence(source="fact", text=f"{path} = {_short(value)}", path=path, value=value))
+            evidence += _pasted_evidence(ctx.when.tree, pasted, evidence)
     if said:
-        explain += "\n\n**On this machine:** " + " ".join(said)
+        where = "In the pasted state" if pasted else "On this machine"
+        explain += f"\n\n**{where}:** " + " ".join(said)
     notes = []
     if t.log_count > len(t.log_lines):
         first, last = t.log_lines[0].line, t.log_lines[-1].line
@@ -283,8 +334,27 @@ def _diagnosis(t: RuleTrace, facts: Mapping | None, extra: Mapping[str, str] | N
     )
 
 
+# Facts read from state dumps pasted into the log carry the line that showed them (troubleshoot.paste).
+PASTED_LINES = "_pasted_lines"
+
+
+def _pasted_evidence(tree, pasted: Mapping, evidence: list) -> list:
+    """The pasted lines behind the facts a condition reads, as log evidence."""
+    out: list = []
+    if not pasted:
+        return out
+    for path in conditions.qualified_paths(tree):
+        where = pasted.get(re.sub(r"\[\d+\]", "[]", path))
+        if where and not any(e.source == "log" and e.line == where[0] for e in evidence + out):
+            out.append(Evidence(source="log", text=where[1], line=where[0], path=path))
+    return out
+
+
 def _short(value, limit: int = 160) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    if isinstance(value, list) and value and all(isinstance(v, (str, int, float)) for v in value):
+        text = ", ".join(map(str, value))  # versions, paths: read as a sentence, not as JSON
+    else:
+        text = value if isinstance(value, str) else json.dumps(value, default=str)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

@@ -9,7 +9,8 @@ from troubleshoot.engine.literals import nested_quantifier
 from troubleshoot.engine.ruleset import RuleSet
 from troubleshoot.errors import Problem
 
-SERIES_KEYS = {"first", "last", "min", "max", "samples", "rises", "falls"}
+SERIES_KEYS = {"first", "last", "min", "max", "samples", "rises", "falls", "recent_first", "recent_rises",
+               "recent_falls", "trend"}
 
 # Ordinary lines of a healthy training log: a pattern that matches them would flood diagnoses.
 ORDINARY_LINES = (
@@ -18,6 +19,36 @@ ORDINARY_LINES = (
     "[2024-05-01 12:00:00,123] INFO train.py:88 step=1200 loss=1.234 lr=3.0e-04 grad_norm=0.87",
     "node01:1234:1234 [0] NCCL INFO Channel 00/02 :    0   1   2   3",
 )
+
+
+# Wording of hint text that lists possible causes ("another driver, such as nouveau", "this may be
+# caused by ..."): a line of it names a cause that may not be the one at hand, so a pattern that
+# matches inside it fires on advice rather than on the error.
+HEDGES = re.compile(
+    r"(?i)\b(?:such as|if you are using|if you're using|may be|might be|might have|possible (?:reasons?|causes?)|"
+    r"can occur when|could be caused|is often caused|this (?:can|could|may|might) (?:happen|occur|be)|"
+    r"for example|e\.g\.|make sure (?:that )?|please (?:check|make sure|ensure))")
+
+
+def hedge_problems(rule) -> list[Problem]:
+    """A log pattern that matches hint wording in the rule's own match examples."""
+    out = []
+    for example, first in zip(rule.examples.match, rule.examples.match_lines or [rule.origin.line] * len(rule.examples.match)):
+        for offset, line in enumerate(example.splitlines()):
+            hedge = HEDGES.search(line)
+            if not hedge:
+                continue
+            end = re.compile(r"[.?!;](?:\s|$)").search(line, hedge.end())
+            clause_end = end.start() if end else len(line)  # the hint's own sentence
+            for p in rule.log:
+                m = p.regex.search(line, hedge.start())
+                if m and m.start() < clause_end:
+                    out.append(Problem(rule.origin.path, (first or 0) + offset + 1 if first else rule.origin.line,
+                                       f"rule {rule.id!r}: pattern matches hint wording ({hedge.group(0)!r}) in its own "
+                                       f"match example: a text that lists possible causes is not evidence; match the "
+                                       f"error itself and keep the hint as a no_match example", level="warning"))
+                    break
+    return out
 
 
 def lint(ruleset: RuleSet, extra_areas: frozenset[str] = frozenset(), fixers: dict | None = None) -> list[Problem]:
@@ -39,6 +70,7 @@ def lint(ruleset: RuleSet, extra_areas: frozenset[str] = frozenset(), fixers: di
                 problems.append(Problem(rule.origin.path, p.line, f"rule {rule.id!r}: nested repetition (like (a+)+ or "
                                         f"(.*x){{n}}) can take exponential time in Python's re; troubleshoot runs it with "
                                         f"RE2 when installed, but rewrite it without nesting", level="warning"))
+        problems += hedge_problems(rule)
         for p in rule.log:
             hits = sum(1 for line in ORDINARY_LINES if p.regex.search(line))
             if p.regex.search(""):

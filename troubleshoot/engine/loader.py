@@ -89,68 +89,114 @@ def _taxonomy_cache(path: Path, taxonomy: dict[str, str] | None = None) -> dict[
     return None
 
 
-def _cache_file(path: Path) -> Path:
-    import hashlib
+CACHE_FORMAT = 2
+
+
+def _cache_dir() -> Path:
     import os
 
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    key = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:20]
-    return Path(base) / "troubleshoot" / "rules" / f"{key}.pickle"
+    return Path(base) / "troubleshoot" / "rules"
 
 
-def load_rule_file(path: Path, pack: str, taxonomy: dict[str, str]) -> RuleFile:
-    """Parsed rules of one file, from a cache keyed by the file's stamp when it is fresh:
-    parsing YAML is most of a cold start, and rule files rarely change."""
-    import pickle
+def _trusted(st) -> bool:
+    """A cache file or folder we wrote: ours, and nobody else may write it."""
+    import os
 
+    return st.st_uid == os.geteuid() and not st.st_mode & 0o022
+
+
+def _read_cache(path: Path, stamp: tuple):
+    """The cached (kind, payload) of a rule file, or None. The cache holds marshal of plain
+    tuples, never code, and is ignored unless it and its folder are ours and not writable by
+    others (a shared cache or a HOME kept under sudo cannot feed us anything)."""
+    import hashlib
+    import marshal
+    import os
+
+    d = _cache_dir()
+    name = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:32] + ".marshal"
+    try:
+        if not _trusted(os.stat(d)):
+            return name, None
+        fd = os.open(d / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
+            if not _trusted(os.fstat(f.fileno())):
+                return name, None
+            cached = marshal.loads(f.read())
+        if isinstance(cached, tuple) and len(cached) == 4 and cached[0] == CACHE_FORMAT and cached[1] == stamp:
+            return name, cached[2:]
+    except (OSError, ValueError, EOFError, TypeError):
+        pass
+    return name, None
+
+
+def _write_cache(name: str, stamp: tuple, kind: str, payload) -> None:
+    import marshal
+    import os
+
+    from troubleshoot.safeio import atomic_write
+
+    d = _cache_dir()
+    try:
+        d.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not _trusted(os.stat(d)):
+            return
+        atomic_write(d / name, marshal.dumps((CACHE_FORMAT, stamp, kind, payload)), 0o600)
+    except (OSError, ValueError):
+        pass  # a read-only home (or a value marshal cannot hold) only costs speed
+
+
+def _document(path: Path) -> tuple[str, Any]:
+    """("ok", (encoded data, traps)) or ("problems", [(line, message)]): the YAML of a rule
+    file, from the cache when the file has not changed (files with problems are cached too)."""
     from troubleshoot import __version__
 
     try:
         st = path.stat()
-        stamp = (__version__, str(path), st.st_mtime_ns, st.st_size, pack, tuple(sorted(taxonomy)))
-    except OSError:
-        stamp = None
-    cache = _cache_file(path) if stamp else None
-    if cache is not None:
-        try:
-            with open(cache, "rb") as f:
-                cached_stamp, result = pickle.load(f)
-            if cached_stamp == stamp and isinstance(result, RuleFile):
-                return result
-        except Exception:  # missing, stale or unreadable: parse the file
-            pass
-    result = _load_rule_file(path, pack, taxonomy)
-    if cache is not None:
-        try:
-            from troubleshoot.fixes.files import atomic_write
-
-            atomic_write(cache, pickle.dumps((stamp, result), protocol=pickle.HIGHEST_PROTOCOL))
-        except Exception:
-            pass  # a read-only home only costs speed
-    return result
+        stamp = (__version__, str(path), st.st_mtime_ns, st.st_size)
+    except OSError as exc:
+        return "problems", [(None, f"cannot read: {exc.strerror or exc}")]
+    name, cached = _read_cache(path, stamp)
+    if cached is not None:
+        return cached
+    kind, payload = _parse_document(path, st.st_size)
+    _write_cache(name, stamp, kind, payload)
+    return kind, payload
 
 
-def _load_rule_file(path: Path, pack: str, taxonomy: dict[str, str]) -> RuleFile:
-    out = RuleFile(path=str(path))
+def _parse_document(path: Path, size: int) -> tuple[str, Any]:
+    if size > MAX_RULE_FILE_BYTES:
+        return "problems", [(None, f"rule file larger than {MAX_RULE_FILE_BYTES >> 20} MiB; skipped")]
     try:
-        if path.stat().st_size > MAX_RULE_FILE_BYTES:
-            out.problems.append(Problem(path, None, f"rule file larger than {MAX_RULE_FILE_BYTES >> 20} MiB; skipped"))
-            return out
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
-        out.problems.append(Problem(path, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})"))
-        return out
+        return "problems", [(None, f"not UTF-8 text ({exc.reason} at byte {exc.start})")]
     except OSError as exc:
-        out.problems.append(Problem(path, None, f"cannot read: {exc.strerror or exc}"))
-        return out
+        return "problems", [(None, f"cannot read: {exc.strerror or exc}")]
     try:
         data, traps = yamldoc.load(text)
     except yamldoc.YamlError as exc:
-        out.problems.append(Problem(path, exc.line, exc.message))
-        return out
+        return "problems", [(exc.line, exc.message)]
     except RecursionError:
-        out.problems.append(Problem(path, None, "YAML nested too deeply"))
+        return "problems", [(None, "YAML nested too deeply")]
+    return "ok", (yamldoc.encode(data), tuple((t.line, t.message) for t in traps))
+
+
+def load_rule_file(path: Path, pack: str, taxonomy: dict[str, str]) -> RuleFile:
+    """Rules of one file; the parsed YAML comes from a cache keyed by the file's stamp (parsing
+    YAML is most of a cold start, and rule files rarely change)."""
+    out = RuleFile(path=str(path))
+    kind, payload = _document(path)
+    if kind != "ok":
+        out.problems += [Problem(path, line, msg) for line, msg in payload]
         return out
+    data = yamldoc.decode(payload[0])
+    traps = [yamldoc.Trap(line, msg) for line, msg in payload[1]]
+    return _load_rule_file(path, pack, taxonomy, out, data, traps)
+
+
+def _load_rule_file(path: Path, pack: str, taxonomy: dict[str, str], out: RuleFile, data, traps) -> RuleFile:
     trap_lines = {t.line for t in traps}
     out.problems += [Problem(path, t.line, t.message) for t in traps]
 

@@ -81,9 +81,14 @@ class ScanPattern:
         return self.regex
 
 
+RECENT = 8  # samples a series' recent trend looks back over
+MAX_SERIES_KEYS = 64  # distinct values of a `key` capture followed per capture name
+
+
 @dataclass
 class Series:
-    """A numeric capture followed across lines: enough to see a value climbing (a leak)."""
+    """A numeric capture followed across lines: enough to see a value climbing (a leak), over
+    the whole log and over its last RECENT samples."""
 
     first: float
     last: float
@@ -92,18 +97,41 @@ class Series:
     samples: int = 1
     rises: int = 0
     falls: int = 0
+    recent: deque = field(default_factory=lambda: deque(maxlen=RECENT))
 
     def add(self, x: float) -> None:
+        if not self.recent:
+            self.recent.append(self.last)
         self.rises += x > self.last
         self.falls += x < self.last
         self.samples += 1
         self.last = x
         self.min = min(self.min, x)
         self.max = max(self.max, x)
+        self.recent.append(x)
 
     def as_dict(self) -> dict:
+        recent = list(self.recent) or [self.last]
+        steps = list(zip(recent, recent[1:]))
+        base = recent[0]
         return {"first": self.first, "last": self.last, "min": self.min, "max": self.max,
-                "samples": self.samples, "rises": self.rises, "falls": self.falls}
+                "samples": self.samples, "rises": self.rises, "falls": self.falls,
+                "recent_first": base, "recent_rises": sum(b > a for a, b in steps),
+                "recent_falls": sum(b < a for a, b in steps),
+                "trend": (self.last - base) / abs(base) if base else 0.0}
+
+
+def series_view(series: dict[str, "Series"]) -> dict[str, dict]:
+    """What conditions see as `series.NAME`. A capture followed per value of a `key` capture
+    (one series per GPU of an `nvidia-smi` loop) shows its most climbing series."""
+    out: dict[str, dict] = {}
+    for name, s in series.items():
+        base = name.split("@", 1)[0]
+        d = s.as_dict()
+        old = out.get(base)
+        if old is None or (d["rises"] - d["falls"], d["samples"]) > (old["rises"] - old["falls"], old["samples"]):
+            out[base] = d
+    return out
 
 
 def _number(text: str) -> float | None:
@@ -147,15 +175,18 @@ class GroupHits:
         self.capture(captures)
 
     def capture(self, captures: dict[str, str]) -> None:
+        key = captures.get("key")
         for k, v in captures.items():
             if v is None:
                 continue
             self.captures[k] = v
-            x = _number(v)
+            x = _number(v) if k != "key" else None
             if x is not None:
-                s = self.series.get(k)
+                name = k if key is None else f"{k}@{key}"  # one series per GPU, device, rank...
+                s = self.series.get(name)
                 if s is None:
-                    self.series[k] = Series(x, x, x, x)
+                    if len(self.series) < MAX_SERIES_KEYS * 4:
+                        self.series[name] = Series(x, x, x, x)
                 else:
                     s.add(x)
 

@@ -18,6 +18,8 @@ from typing import Mapping
 from troubleshoot.errors import TroubleshootError
 
 CATALOG_FILE = "xid-catalog.yaml"
+# What a `catalog: xid` rule's title, explain and fix params may use besides its captures.
+CATALOG_WORDS = ("action", "action_text", "xid_name", "xid_description", "xid_class")
 SEVERITIES = ("error", "warning", "info")
 
 
@@ -91,6 +93,12 @@ class Catalog:
                 severity = "info" if action == "ignore" else "error"
         elif code == 45:
             previous = re.search(r"caused by previous Xid (\d+)", text)
+            cause = int(previous.group(1)) if previous else None
+            if cause is not None and cause not in others and cause != 45 and cause in self.xids:
+                # the Xid that caused it is not in this log: the catalog says follow it
+                v = self.verdict(cause, "", others, nvswitch)
+                return Verdict(code=code, name=e.name, cls=v.cls, symptom=v.symptom, severity=v.severity,
+                               action=v.action, detail=f"caused by Xid {cause} (not in this log): its action")
             if previous or [c for c in others if c != 45]:
                 detail = "follows another Xid" + (f" ({previous.group(1)})" if previous else "")
             elif nvswitch:

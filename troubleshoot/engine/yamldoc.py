@@ -61,6 +61,7 @@ class LList(list):
 def load(text: str) -> tuple[object, list[Trap]]:
     """Parse one YAML document; return its value and the traps found in it."""
     try:
+        _check_size(text)
         node = yaml.compose(text, Loader=_Loader)
     except yaml.MarkedYAMLError as exc:
         # The context mark is where the unfinished construct began (an unclosed bracket or
@@ -77,6 +78,55 @@ def load(text: str) -> tuple[object, list[Trap]]:
     if node is None:
         return None, []
     return builder.build(node, 0), builder.traps
+
+
+def _check_size(text: str) -> None:
+    """Count nodes and nesting from the parser's event stream before anything is composed: a
+    huge or deep document is refused at the line where it crosses the limit, without building
+    a tree of millions of nodes first."""
+    nodes = depth = 0
+    for event in yaml.parse(text, Loader=_Loader):
+        if isinstance(event, (yaml.ScalarEvent, yaml.AliasEvent)):
+            nodes += 1
+        elif isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            nodes += 1
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise YamlError(event.start_mark.line + 1, f"nesting deeper than {MAX_DEPTH} levels")
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
+        else:
+            continue
+        if nodes > MAX_NODES:
+            raise YamlError(event.start_mark.line + 1, f"document too large (over {MAX_NODES} nodes)")
+
+
+def encode(value):
+    """A loaded document as plain tuples (for a cache that stores data, never code)."""
+    if isinstance(value, LDict):
+        return ("D", value.line, tuple((k, value.key_lines.get(k, value.line), encode(v)) for k, v in value.items()))
+    if isinstance(value, LList):
+        return ("L", value.line, tuple((ln, encode(v)) for ln, v in zip(value.item_lines, value)))
+    return value
+
+
+def decode(value):
+    if isinstance(value, tuple):
+        kind, line, items = value
+        if kind == "D":
+            out = LDict()
+            out.line, out.key_lines = line, {}
+            for k, kline, v in items:
+                out[k] = decode(v)
+                out.key_lines[k] = kline
+            return out
+        out_l = LList()
+        out_l.line, out_l.item_lines = line, []
+        for ln, v in items:
+            out_l.append(decode(v))
+            out_l.item_lines.append(ln)
+        return out_l
+    return value
 
 
 class _Builder:

@@ -10,6 +10,7 @@ are not run: for containers, images and tests.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import subprocess
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from troubleshoot import safeio
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.fixes import files, journal
 from troubleshoot.fixes.plan import FILE_KINDS, Advice, EnsureLine, MergeStructured, Plan, RunCommand, SetEnv, WriteFile
@@ -42,6 +44,11 @@ class Step:
     needs_root: bool = False
     runs: bool = True  # False: a command under --root, an advice
     text: str = ""
+    # The new content as a function of the current one: applying recomputes it under the file's
+    # lock when the file changed since the preview (another fix ran meanwhile).
+    compute: Callable[[bytes | None], bytes] | None = None
+    resolved_from: str | None = None  # the path as named, when a symlink led elsewhere
+    check: str | None = None  # "fstab": validated with findmnt before it replaces the old content
 
     @property
     def changes(self) -> bool:
@@ -92,18 +99,25 @@ def prepare(plan: Plan, root: str | None = None) -> Prepared:
         tgt = files.target(a.path, root)
         if tgt.is_dir():
             raise TroubleshootError(f"{tgt} is a directory; the fix expects a file there")
-        old = pending[tgt] if tgt in pending else files.read_bytes(tgt)
-        if isinstance(a, WriteFile):
-            new, kind = a.content.encode("utf-8"), "write"
-        elif isinstance(a, MergeStructured):
-            new, kind = files.merged_structured(old, a.data, a.format, str(tgt)), "merge"
-        else:
-            new, kind = files.ensured_line(old, a.line, a.replaces), "line"
+        named = Path(root or "/").joinpath(*safeio.components(a.path))
+        old = pending[tgt] if tgt in pending else files.read_bytes(tgt, root)
+        compute, kind = _computer(a, str(tgt))
+        new = compute(old)
         pending[tgt] = new
         needs_root = root is None and (getattr(a, "needs_root", False) or not _writable(tgt))
         out.steps.append(Step(i, kind, a.why or f"edit {a.path}", path=a.path, target=tgt, old=old, new=new,
-                              mode=getattr(a, "mode", None), needs_root=needs_root))
+                              mode=getattr(a, "mode", None), needs_root=needs_root, compute=compute,
+                              resolved_from=str(named) if named != tgt else None, check=getattr(a, "check", None)))
     return out
+
+
+def _computer(a, where: str) -> tuple[Callable[[bytes | None], bytes], str]:
+    if isinstance(a, WriteFile):
+        data = a.content.encode("utf-8")
+        return (lambda old: data), "write"
+    if isinstance(a, MergeStructured):
+        return (lambda old: files.merged_structured(old, a.data, a.format, where)), "merge"
+    return (lambda old: files.ensured_line(old, a.line, a.replaces)), "line"
 
 
 def sudo_line(plan: Plan) -> str:
@@ -141,6 +155,9 @@ def preview(prep: Prepared) -> str:
                 lines.append(f"{n}. {s.target}: already as wanted, no change")
                 continue
             lines.append(f"{n}. {'create' if s.old is None else 'edit'}{tag}: {s.target}  ({s.title})")
+            if s.resolved_from:
+                lines.append(f"   ({s.resolved_from} is a symlink; its target inside the root is edited, "
+                             f"the link is kept)")
             lines += ["   " + ln for ln in files.diff(str(s.target), s.old, s.new).splitlines()]
     for note in plan.notes:
         lines.append(f"note: {note}")
@@ -155,12 +172,18 @@ class Outcome:
     done: list[str]
     failed: str | None = None
     skipped: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     verified: bool | None = None  # None: nothing to verify, or could not tell
     verify_detail: str = ""
 
 
 # Tests replace this to simulate a crash between two steps.
 _after_step: Callable[[int], None] = lambda index: None
+
+
+def write_in(fd: int, name: str, data: bytes, mode: int | None) -> None:
+    """The one place a fix's bytes reach a file (tests replace it to simulate a full disk)."""
+    safeio.write_in(fd, name, data, mode)
 
 
 def apply(prep: Prepared, run: Callable = subprocess.run) -> Outcome:
@@ -170,12 +193,17 @@ def apply(prep: Prepared, run: Callable = subprocess.run) -> Outcome:
         raise TroubleshootError(f"this fix needs root for: {'; '.join(need)}. Nothing was changed. Run: {sudo_line(prep.plan)}")
     plan = prep.plan
     try:
-        entry = journal.Entry.create(plan.fixer, dict(plan.params), prep.root,
+        entry = journal.Entry.create(plan.fixer, dict(plan.params), os.path.realpath(prep.root) if prep.root else None,
                                      {"title": plan.title, "ladder": plan.ladder, "rung": plan.rung})
     except OSError as exc:
         raise TroubleshootError(f"cannot write the journal under {journal.state_dir()} "
                                 f"({exc.strerror or exc}); nothing was changed") from None
     out = Outcome(entry, done=[])
+    with safeio.locked_dir(entry.folder):  # an undo of this id waits until the apply is over
+        return _apply_steps(prep, entry, out, run)
+
+
+def _apply_steps(prep: Prepared, entry: journal.Entry, out: Outcome, run: Callable) -> Outcome:
     for s in prep.steps:
         record = {"index": s.index, "kind": s.kind, "title": s.title, "status": "pending"}
         entry.data["steps"].append(record)
@@ -186,12 +214,27 @@ def apply(prep: Prepared, run: Callable = subprocess.run) -> Outcome:
                     record["status"] = "unchanged"
                     entry.save()
                     continue
-                if s.old is not None:
-                    record["backup"] = entry.backup(s.index, s.old)
-                entry.save()  # the backup is safe before the file is touched
-                files.atomic_write(s.target, s.new, s.mode)
+                with files.locked_folder(s.target, prep.root) as (fd, name):
+                    current = safeio.read_in(fd, name)
+                    new = s.new
+                    if current != s.old and s.compute is not None:
+                        new = s.compute(current)  # another change landed since the preview: keep it
+                        out.notes.append(f"{s.target} changed since the preview; the change was made on its "
+                                         f"current content")
+                    record["existed"] = current is not None
+                    if current == new:
+                        record["status"] = "unchanged"
+                        entry.save()
+                        continue
+                    if s.check == "fstab":
+                        files.check_fstab(current, new, on_this_machine=prep.root is None)
+                    if current is not None:
+                        record["backup"] = entry.backup(s.index, current)
+                    record["after"] = entry.backup(s.index, new, "after")
+                    entry.save()  # the backup is safe before the file is touched
+                    write_in(fd, name, new, s.mode)
                 record["status"] = "done"
-                out.done.append(f"{'created' if s.old is None else 'edited'} {s.target}")
+                out.done.append(f"{'created' if current is None else 'edited'} {s.target}")
             elif s.kind == "command":
                 record.update(argv=list(s.argv), undo=list(s.undo_argv) if s.undo_argv else None)
                 if not s.runs:
@@ -271,35 +314,95 @@ class UndoResult:
     removed: list[str]
     not_reversed: list[str]
     problems: list[str]
+    forced: list[str] = field(default_factory=list)
 
 
-def undo(eid: str) -> UndoResult:
+@dataclass
+class Conflict:
+    target: str
+    fix_left: bytes | None  # None: not recorded (a journal from before this check)
+    now: bytes | None
+
+    @property
+    def diff(self) -> str:
+        return files.diff(self.target, self.fix_left, self.now or b"") if self.fix_left is not None else ""
+
+
+class UndoConflict(TroubleshootError):
+    """Files changed since the fix: undo would throw those changes away."""
+
+    def __init__(self, eid: str, conflicts: list[Conflict]):
+        self.eid = eid
+        self.conflicts = conflicts
+        names = ", ".join(c.target for c in conflicts)
+        super().__init__(f"not undone: changed since fix {eid} was applied: {names}. Undo would lose those "
+                         f"changes; check the diff, then `troubleshoot undo {eid} --force` to restore anyway")
+
+
+_UNDOABLE = ("done", "pending", "failed")
+
+
+def undo(eid: str, force: bool = False) -> UndoResult:
     """Restore every touched file byte for byte (remove those that did not exist); report the
-    commands that were run, which undo cannot take back, with their reversing command if known."""
-    entry = journal.load(eid)
+    commands that were run, which undo cannot take back, with their reversing command if known.
+
+    A file that changed since the fix left it is not touched unless `force`: UndoConflict names
+    every such file with its diff (what the fix left -> what is there now)."""
+    with journal.locked():
+        folder = journal.check_id(eid)
+        with safeio.locked_dir(folder) if folder.is_dir() else contextlib.nullcontext():
+            return _undo(journal.load(eid), eid, force)
+
+
+def _undo(entry: journal.Entry, eid: str, force: bool) -> UndoResult:
     if entry.data.get("status") == "undone":
         raise TroubleshootError(f"fix {eid} was already undone")
-    res = UndoResult([], [], [], [])
-    for rec in reversed(entry.data["steps"]):
+    root = entry.data.get("root")
+    recs = [r for r in reversed(entry.data["steps"])]
+    # First pass: would undo throw away anything? Later steps are undone first, so each
+    # step expects the file as the later steps' undo leaves it.
+    state: dict[str, bytes | None] = {}
+    conflicts: list[Conflict] = []
+    for rec in recs:
+        if rec.get("kind") not in FILE_KINDS or rec.get("status") not in _UNDOABLE:
+            continue
+        tgt = Path(rec["target"])
+        key = str(tgt)
+        try:
+            now = state[key] if key in state else files.read_bytes(tgt, root)
+            before = entry.backup_bytes(rec["backup"]) if "backup" in rec else None
+            after = entry.backup_bytes(rec["after"]) if "after" in rec else None
+        except (OSError, TroubleshootError):
+            continue  # reported by the second pass
+        if rec.get("existed") and before is None:
+            continue
+        if "after" in rec and now != before and now != after:
+            conflicts.append(Conflict(key, after, now))
+        state[key] = before
+    if conflicts and not force:
+        raise UndoConflict(eid, conflicts)
+    res = UndoResult([], [], [], [], forced=[c.target for c in conflicts])
+    for rec in recs:
         kind, status = rec.get("kind"), rec.get("status")
-        if kind in FILE_KINDS and status in ("done", "pending", "failed"):
+        if kind in FILE_KINDS and status in _UNDOABLE:
             tgt = Path(rec["target"])
             try:
-                if rec.get("existed"):
-                    if "backup" not in rec:
-                        if status == "pending":
-                            continue  # crashed before its backup was saved: the file was never touched
+                if rec.get("existed") and "backup" not in rec:
+                    if status != "pending":
                         res.problems.append(f"{tgt}: no backup recorded; left as it is")
-                        continue
-                    data = entry.backup_bytes(rec["backup"])
-                    if files.read_bytes(tgt) != data:
-                        files.atomic_write(tgt, data)
-                    res.restored.append(str(tgt))
-                elif tgt.exists():
-                    tgt.unlink()
-                    res.removed.append(str(tgt))
-            except OSError as exc:
-                res.problems.append(f"{tgt}: {exc.strerror or exc}")
+                    continue  # a pending step without backup crashed before touching the file
+                with files.locked_folder(tgt, root) as (fd, name):
+                    current = safeio.read_in(fd, name)
+                    if rec.get("existed"):
+                        data = entry.backup_bytes(rec["backup"])
+                        if current != data:
+                            write_in(fd, name, data, None)
+                        res.restored.append(str(tgt))
+                    elif current is not None:
+                        os.unlink(name, dir_fd=fd)
+                        res.removed.append(str(tgt))
+            except (OSError, TroubleshootError) as exc:
+                res.problems.append(f"{tgt}: {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}")
         elif kind == "command" and status == "done":
             hint = f" (to reverse: {shlex.join(rec['undo'])})" if rec.get("undo") else ""
             res.not_reversed.append(shlex.join(rec["argv"]) + hint)

@@ -2,76 +2,61 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
+from troubleshoot import safeio
 from troubleshoot.errors import TroubleshootError
 
 
 def target(path: str, root: str | None) -> Path:
-    """Where a file action lands: the path itself, or the same path under --root DIR."""
-    p = Path(os.path.expanduser(path))
-    if root is None:
-        return p
-    return Path(root) / str(p).lstrip("/")
+    """Where a file action lands: the path itself, or the same path under --root DIR, with
+    every symlink on the way followed as inside the root (never out of it); `..` is refused."""
+    return safeio.resolve_under(root, path)
 
 
-def read_bytes(p: Path) -> bytes | None:
+def _where(tgt: Path, root: str | None) -> tuple[list[str], str]:
+    parts = safeio.relative_to_root(root, tgt)
+    if not parts:
+        raise safeio.UnsafePath(f"{tgt} is the root itself, not a file")
+    return parts[:-1], parts[-1]
+
+
+def read_bytes(tgt: Path, root: str | None = None) -> bytes | None:
+    """The current bytes of a resolved target, read without following a symlink."""
+    folders, name = _where(tgt, root)
     try:
-        return p.read_bytes()
-    except FileNotFoundError:
+        fd = safeio.open_dir(root, folders)
+    except (FileNotFoundError, NotADirectoryError):
         return None
-
-
-def atomic_write(p: Path, data: bytes, mode: int | None = None) -> None:
-    """Write to a temporary file in the same folder, fsync, then rename over the target: a
-    reader (or a crash) sees the old file or the new one, never half of it. An existing file
-    keeps its permissions and, when we may, its owner."""
-    p.parent.mkdir(parents=True, exist_ok=True)
     try:
-        st = p.stat()
-    except FileNotFoundError:
-        st = None
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        if st is not None:
-            os.chmod(tmp, st.st_mode & 0o7777)
-            try:
-                os.chown(tmp, st.st_uid, st.st_gid)
-            except (PermissionError, OSError):
-                pass
-        elif mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, p)
-        _fsync_dir(p.parent)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def _fsync_dir(d: Path) -> None:
-    try:
-        fd = os.open(d, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
+        return safeio.read_in(fd, name)
     finally:
         os.close(fd)
+
+
+@contextlib.contextmanager
+def locked_folder(tgt: Path, root: str | None = None):
+    """The target's folder (created when missing), open and locked: every change to a file is
+    read, recomputed and written under this lock, so two fixes at once never lose a line."""
+    folders, name = _where(tgt, root)
+    fd = safeio.open_dir(root, folders, create=True)
+    try:
+        with safeio.locked_fd(fd):
+            yield fd, name
+    finally:
+        os.close(fd)
+
+
+def atomic_write(tgt: Path, data: bytes, mode: int | None = None, root: str | None = None) -> None:
+    """Replace a resolved target atomically (temp file with O_EXCL and a random name)."""
+    with locked_folder(tgt, root) as (fd, name):
+        safeio.write_in(fd, name, data, mode)
 
 
 def merged_structured(old: bytes | None, data: Mapping[str, Any], fmt: str, path: str) -> bytes:
@@ -131,3 +116,36 @@ def diff(path: str, old: bytes | None, new: bytes) -> str:
     b = new.decode("utf-8", "replace").splitlines(keepends=True)
     label_a = path if old is not None else "/dev/null"
     return "".join(difflib.unified_diff(a, b, label_a, path))
+
+
+def check_fstab(old: bytes | None, new: bytes, on_this_machine: bool) -> None:
+    """Refuse an fstab the system would misread: `findmnt --verify --tab-file` on the new
+    content, compared with the old (problems already there are not ours). Under --root only
+    parse errors count: the other checks look at this machine's devices and folders."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    findmnt = shutil.which("findmnt")
+    if findmnt is None:
+        return
+
+    def verify(data: bytes) -> tuple[int, int, str]:
+        with tempfile.TemporaryDirectory(prefix="troubleshoot-fstab-") as d:  # private (0700)
+            path = os.path.join(d, "fstab")
+            with open(path, "wb") as f:
+                f.write(data)
+            try:
+                p = subprocess.run([findmnt, "--verify", "--tab-file", path], capture_output=True, text=True,
+                                   timeout=30)
+            except (OSError, subprocess.TimeoutExpired):
+                return 0, 0, ""
+        out = (p.stdout + p.stderr).replace(path, "fstab")
+        m = re.search(r"(\d+) parse errors?, (\d+) errors?", out)
+        return (int(m.group(1)), int(m.group(2)), out) if m else (0, 0, out)
+
+    old_parse, old_errors, _ = verify(old or b"")
+    new_parse, new_errors, report = verify(new)
+    if new_parse > old_parse or (on_this_machine and new_errors > old_errors):
+        raise TroubleshootError("the new /etc/fstab does not pass `findmnt --verify`; nothing was changed:\n"
+                                + report.strip())

@@ -67,6 +67,7 @@ class EnsureLine:
     why: str = ""
     replaces: str | None = None
     needs_root: bool = False
+    check: str | None = None  # "fstab": the new content must pass `findmnt --verify` before it replaces the old
 
     kind = "line"
 

@@ -52,6 +52,53 @@ def run_command(argv: Sequence[str], timeout: float) -> CmdResult:
     return CmdResult(argv, p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace"))
 
 
+class ChildRunner:
+    """`run_command` that remembers its running children, so that `kill()` (the user quit)
+    ends them at once instead of leaving a slow `import torch` running to its timeout."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._children: set[subprocess.Popen] = set()
+        self.killed = False
+
+    def __call__(self, argv: Sequence[str], timeout: float) -> CmdResult:
+        argv = tuple(argv)
+        try:
+            with self._lock:
+                if self.killed:
+                    return CmdResult(argv, None, error=f"{argv[0]}: cancelled")
+                proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE)
+                self._children.add(proc)
+        except FileNotFoundError:
+            return CmdResult(argv, None, error=f"{argv[0]}: command not found")
+        except PermissionError as exc:
+            return CmdResult(argv, None, error=f"{argv[0]}: {exc.strerror}")
+        except OSError as exc:
+            return CmdResult(argv, None, error=f"{argv[0]}: {exc.strerror or exc}")
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            return CmdResult(argv, None, error=f"{argv[0]}: timed out after {timeout:g}s")
+        finally:
+            with self._lock:
+                self._children.discard(proc)
+        if self.killed:
+            return CmdResult(argv, None, error=f"{argv[0]}: cancelled")
+        return CmdResult(argv, proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
+
+    def kill(self) -> None:
+        with self._lock:
+            self.killed = True
+            for proc in self._children:
+                try:
+                    proc.kill()
+                except OSError:
+                    pass
+
+
 @dataclass
 class ProbeContext:
     root: Path = Path("/")
@@ -102,11 +149,12 @@ def _status(facts: dict) -> str:
 
 
 def run_probes(probes: Sequence[Probe], ctx: ProbeContext | None = None,
-               on_result: Callable[[ProbeOutcome], None] | None = None) -> dict:
+               on_result: Callable[[ProbeOutcome], None] | None = None, cancel=None) -> dict:
     """Run every probe concurrently, each bounded by its own timeout; return the snapshot.
 
     Probes run in daemon threads: a probe stuck in a C call (a hung NVML init) cannot be
     killed, but it is reported as timed out and never keeps the process from exiting.
+    `cancel` (a threading.Event): when set, stop waiting and return what has been collected.
     """
     ctx = ctx or ProbeContext()
     results: "queue.Queue[ProbeOutcome]" = queue.Queue()
@@ -131,8 +179,12 @@ def run_probes(probes: Sequence[Probe], ctx: ProbeContext | None = None,
         deadlines[p.name] = started + p.timeout
     outcomes: dict[str, ProbeOutcome] = {}
     while len(outcomes) < len(probes):
+        if cancel is not None and cancel.is_set():
+            break
         pending = [n for n in deadlines if n not in outcomes]
         wait = max(0.0, min(deadlines[n] for n in pending) - time.monotonic())
+        if cancel is not None:
+            wait = min(wait, 0.05)  # how soon a cancelled wait notices
         try:
             o = results.get(timeout=wait)
         except queue.Empty:

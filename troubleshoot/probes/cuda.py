@@ -34,10 +34,8 @@ def probe(ctx: ProbeContext) -> dict:
     libs: list[dict] = []
     r = ctx.run(["ldconfig", "-p"], timeout=5) if ctx.which("ldconfig") or ctx.path("/sbin/ldconfig").exists() else None
     if r is not None and r.ok:
-        for line in r.stdout.splitlines()[1:]:
-            # "	libcudart.so.12 (libc6,x86-64) => /usr/local/cuda/lib64/libcudart.so.12"
-            left, _, path = line.partition("=>")
-            _add(libs, left.strip().split(" ")[0], path.strip(), "ldconfig", ctx)
+        for filename, path, _ in parse_ldconfig(r.stdout):
+            _add(libs, filename, path, "ldconfig", ctx)
     elif r is not None:
         out["ldconfig_error"] = r.error or r.stderr.strip()[:200]
     dirs = [(d, "LD_LIBRARY_PATH") for d in out["ld_library_path"]]
@@ -51,8 +49,33 @@ def probe(ctx: ProbeContext) -> dict:
         for f in entries:
             _add(libs, f.name, os.path.join(d, f.name), source, ctx)
     out["libraries"] = libs
-    out["conflicts"] = _conflicts(libs)
+    out["conflicts"] = conflicts(libs)
+    out["versions"] = versions(libs)
     return out
+
+
+_LDCONFIG_LINE = re.compile(r"^\s*(?P<file>lib\S+)\s+\([^)]*\)\s+=>\s+(?P<path>\S+)")
+
+
+def parse_ldconfig(text: str) -> list[tuple[str, str, int]]:
+    """(file name, path, line index) of every entry of `ldconfig -p` output (or a grep of it).
+
+    "	libcudart.so.12 (libc6,x86-64) => /usr/local/cuda/lib64/libcudart.so.12"
+    """
+    out = []
+    for i, line in enumerate(text.split("\n")):
+        m = _LDCONFIG_LINE.match(line)
+        if m:
+            out.append((m.group("file"), m.group("path"), i))
+    return out
+
+
+def library(filename: str, path: str, source: str) -> dict | None:
+    """A `libraries[]` entry for a CUDA library file name, None for other libraries."""
+    m = _SONAME.match(filename)
+    if not m or m.group("name") not in LIBS:
+        return None
+    return {"name": m.group("name"), "version": m.group("version"), "path": path, "source": source}
 
 
 def _first_existing(ctx: ProbeContext, paths: list[str]) -> str | None:
@@ -60,12 +83,10 @@ def _first_existing(ctx: ProbeContext, paths: list[str]) -> str | None:
 
 
 def _add(libs: list[dict], filename: str, path: str, source: str, ctx: ProbeContext) -> None:
-    m = _SONAME.match(filename)
-    if not m or m.group("name") not in LIBS:
+    entry = library(filename, path, source)
+    if entry is None or any(lib["path"] == path for lib in libs):
         return
-    if any(lib["path"] == path for lib in libs):
-        return
-    version = m.group("version")
+    version = entry["version"]
     try:  # a bare "libcudart.so" symlink names its version in its target
         target = Path(os.path.realpath(ctx.path(path))).name
         tm = _SONAME.match(target)
@@ -73,10 +94,24 @@ def _add(libs: list[dict], filename: str, path: str, source: str, ctx: ProbeCont
             version = tm.group("version")
     except OSError:
         pass
-    libs.append({"name": m.group("name"), "version": version, "path": path, "source": source})
+    libs.append({**entry, "version": version})
 
 
-def _conflicts(libs: list[dict]) -> list[dict]:
+def versions(libs: list[dict]) -> dict[str, list[str]]:
+    """Distinct versions of each library, a soname version ("12") folded into a fuller one
+    of the same release ("12.1.105") so that one install counts once."""
+    found: dict[str, set[str]] = {}
+    for lib in libs:
+        if lib.get("version"):
+            found.setdefault(lib["name"], set()).add(lib["version"])
+    out = {}
+    for name, vs in sorted(found.items()):
+        keep = [v for v in vs if not any(o != v and o.startswith(v + ".") for o in vs)]
+        out[name] = sorted(keep, key=lambda v: [int(x) if x.isdigit() else 0 for x in v.split(".")])
+    return out
+
+
+def conflicts(libs: list[dict]) -> list[dict]:
     """Libraries found with different major versions on the loader path (a classic skew)."""
     majors: dict[str, set[str]] = {}
     for lib in libs:

@@ -1,8 +1,16 @@
-"""Kernel: GPU modules loaded, nouveau blacklisting, NVIDIA module version, Xid events."""
+"""Kernel: GPU modules loaded, nouveau blacklisting, NVIDIA module version, Xid events in time.
+
+Each Xid event carries when it happened (seconds since boot, and wall time when the log or the
+boot time gives it) and whether it is `current`: logged after the last driver load and after the
+GPU was last (re)initialised, so a fault fixed yesterday stops driving diagnoses today. Events
+also carry the Xid catalog's verdict (symptom, action): the catalog is shipped data, like the
+taxonomy, and this keeps rules on facts free of copied code lists.
+"""
 
 from __future__ import annotations
 
 import re
+from datetime import datetime, timedelta, timezone
 
 from troubleshoot.probes.base import ProbeContext
 
@@ -12,6 +20,11 @@ XID = re.compile(
     r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?|[0-9A-Fa-f:.]+)"
     r"(?: GPU-I:\w+)?\): (?P<code>\d+)(?:, pid=(?P<pid>\d+|'?<unknown>'?))?(?:, name=(?P<name>[^,]*))?"
     r"(?:, (?P<message>.*))?")
+UPTIME = re.compile(r"^\s*(?:<\d+>)?\[\s*(\d+\.\d+)\]")
+DMESG_T = re.compile(r"^\s*\[([A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})\]")
+ISO = re.compile(r"^\s*(\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)")
+DRIVER_LOAD = re.compile(r"NVRM: loading NVIDIA UNIX")
+GPU_INIT = re.compile(r"NVRM: GPU at PCI:(?P<pci>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})")
 GPU_MENTION = re.compile(r"NVRM: (?:The NVIDIA )?GPU (?:at )?(?:PCI:)?(?P<pci>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?)")
 MAX_XID_EVENTS = 200
 KERNEL_LOG_BYTES = 8 << 20
@@ -33,8 +46,48 @@ def probe(ctx: ProbeContext) -> dict:
     log, source, error = _kernel_log(ctx)
     out["kernel_log_source"] = source
     out["kernel_log_error"] = error
-    out["xid_events"] = parse_xids(log) if log else ([] if source else None)
+    boot = _boot_time(ctx.read("/proc/stat")) if source == "dmesg" else None
+    out["xid_events"] = parse_xids(log, boot) if log else ([] if source else None)
+    out["driver_loads"] = len(DRIVER_LOAD.findall(log)) if log else None
     return out
+
+
+def _boot_time(stat: str | None) -> datetime | None:
+    m = re.search(r"^btime (\d+)", stat or "", re.M)
+    return datetime.fromtimestamp(int(m.group(1)), timezone.utc) if m else None
+
+
+def _when(line: str, boot: datetime | None) -> tuple[float | None, str | None]:
+    """(seconds since boot, ISO wall time) of a kernel log line, where the line or the boot time says."""
+    up = UPTIME.match(line)
+    uptime = float(up.group(1)) if up else None
+    wall = None
+    m = DMESG_T.match(line)
+    if m:
+        try:
+            wall = datetime.strptime(" ".join(m.group(1).split()), "%a %b %d %H:%M:%S %Y").isoformat()
+        except ValueError:
+            wall = None
+    if wall is None:
+        m = ISO.match(line)
+        if m:
+            try:
+                wall = datetime.fromisoformat(m.group(1).replace(",", ".").replace(" ", "T")).isoformat()
+            except ValueError:
+                wall = None
+    if wall is None and uptime is not None and boot is not None:
+        wall = (boot + timedelta(seconds=uptime)).isoformat(timespec="seconds")
+    return uptime, wall
+
+
+def verdict(code: int, line: str) -> tuple[str | None, str | None]:
+    try:
+        from troubleshoot.engine.xid import load_catalog
+
+        v = load_catalog().verdict(code, line)
+    except Exception:  # a probe never raises: a broken catalog only loses the verdict
+        return None, None
+    return (v.symptom, v.action) if v else (None, None)
 
 
 def _module_version(text: str) -> str | None:
@@ -76,7 +129,7 @@ def _kernel_log(ctx: ProbeContext) -> tuple[str | None, str | None, str | None]:
     if r is not None:
         errors.append(f"dmesg: {r.error or r.stderr.strip()[:200] or f'exit {r.returncode}'}")
     if ctx.which("journalctl"):
-        r = ctx.run(["journalctl", "-k", "-b", "--no-pager", "-o", "short", "-n", "20000"], timeout=5)
+        r = ctx.run(["journalctl", "-k", "-b", "--no-pager", "-o", "short-iso", "-n", "20000"], timeout=5)
         if r.ok and r.stdout.strip() and "No entries" not in r.stdout[:200]:
             return r.stdout[-KERNEL_LOG_BYTES:], "journalctl", None
         errors.append(f"journalctl: {r.error or r.stderr.strip()[:200] or 'no kernel entries'}")
@@ -92,24 +145,42 @@ def _same_device(a: str, b: str) -> bool:
     return norm(a) == norm(b)
 
 
-def parse_xids(text: str) -> list[dict]:
-    """Xid events from kernel log text: code, PCI address, process and message, in order.
+def parse_xids(text: str, boot: datetime | None = None) -> list[dict]:
+    """Xid events from kernel log text: code, PCI address, process and message, when, whether
+    current, and the catalog's verdict, in order.
 
     "fallen off the bus" without an Xid line (newer drivers print it over several lines,
     naming the GPU on the first) counts as Xid 79 on the GPU last named."""
     events: list[dict] = []
     last_pci = None
     for line in text.splitlines():
+        if DRIVER_LOAD.search(line):
+            for e in events:
+                e["current"] = False  # the driver was loaded again after it
+            continue
+        init = GPU_INIT.search(line)
+        if init:
+            for e in events:
+                if e["pci"] and _same_device(e["pci"], init.group("pci")):
+                    e["current"] = False  # that GPU was initialised again (reset) after it
         m = XID.search(line)
         if m:
             pid = m.group("pid")
+            code = int(m.group("code"))
+            uptime, wall = _when(line, boot)
+            symptom, action = verdict(code, line)
             events.append({
-                "code": int(m.group("code")),
+                "code": code,
                 "pci": m.group("pci"),
                 "pid": int(pid) if pid and pid.isdigit() else None,
                 "process": (m.group("name") or "").strip() or None,
                 "message": (m.group("message") or "").strip(),
                 "line": line.strip()[:300],
+                "uptime_s": uptime,
+                "time": wall,
+                "current": True,
+                "symptom": symptom,
+                "action": action,
             })
             last_pci = m.group("pci")
             continue
@@ -121,6 +192,9 @@ def parse_xids(text: str) -> list[dict]:
             prev = events[-1] if events else None
             if prev and prev["code"] == 79 and pci and _same_device(prev["pci"], pci):
                 continue  # the driver's second line about the same Xid 79
+            uptime, wall = _when(line, boot)
+            symptom, action = verdict(79, line)
             events.append({"code": 79, "pci": pci, "pid": None, "process": None,
-                           "message": "GPU has fallen off the bus", "line": line.strip()[:300]})
+                           "message": "GPU has fallen off the bus", "line": line.strip()[:300],
+                           "uptime_s": uptime, "time": wall, "current": True, "symptom": symptom, "action": action})
     return events[-MAX_XID_EVENTS:]

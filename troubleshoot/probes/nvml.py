@@ -49,6 +49,7 @@ def probe(ctx: ProbeContext) -> dict:
         out["nvml_version"] = _call(errors, "nvml_version", lambda: _text(nv.nvmlSystemGetNVMLVersion()))
         count = _call(errors, "device_count", nv.nvmlDeviceGetCount)
         out["gpus"] = [_gpu(nv, i, ctx) for i in range(count or 0)]
+        out["topology"] = _topology(nv, count or 0)
         if errors:
             out["errors"] = errors
         return out
@@ -95,6 +96,9 @@ def _gpu(nv, index: int, ctx: ProbeContext) -> dict:
     g["utilization_gpu"] = util.gpu if util is not None else None
     g["utilization_memory"] = util.memory if util is not None else None
     g["temperature_c"] = get("temperature_c", nv.nvmlDeviceGetTemperature, 0)  # NVML_TEMPERATURE_GPU
+    # NVML_TEMPERATURE_THRESHOLD_SHUTDOWN = 0, _SLOWDOWN = 1: where the driver turns off / slows the GPU
+    g["temperature_slowdown_c"] = get("temperature_slowdown_c", nv.nvmlDeviceGetTemperatureThreshold, 1)
+    g["temperature_shutdown_c"] = get("temperature_shutdown_c", nv.nvmlDeviceGetTemperatureThreshold, 0)
     power = get("power_w", nv.nvmlDeviceGetPowerUsage)
     g["power_w"] = round(power / 1000, 1) if power is not None else None
     limit = get("power_limit_w", nv.nvmlDeviceGetEnforcedPowerLimit)
@@ -124,9 +128,30 @@ def _gpu(nv, index: int, ctx: ProbeContext) -> dict:
     g["persistence_mode"] = bool(pm) if pm is not None else None
     procs = get("processes", nv.nvmlDeviceGetComputeRunningProcesses)
     g["processes"] = [_process(p, ctx) for p in procs] if procs is not None else None
+    g["recovery_action"] = _recovery_action(nv, h, errors)
     if errors:
         g["errors"] = errors
     return g
+
+
+def _recovery_action(nv, handle, errors: dict) -> int | None:
+    """NVML's GPU recovery action (0 none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and
+    reset...): nvmlDeviceGetGpuRecoveryAction where the bindings have it, else the field value
+    NVML_FI_DEV_GET_GPU_RECOVERY_ACTION; None on drivers without it (before R570)."""
+    fn = getattr(nv, "nvmlDeviceGetGpuRecoveryAction", None)
+    if fn is not None:
+        value = _call(errors, "recovery_action", fn, handle)
+        return int(value) if value is not None else None
+    field_id = getattr(nv, "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION", None)
+    get_fields = getattr(nv, "nvmlDeviceGetFieldValues", None)
+    if field_id is None or get_fields is None:
+        return None
+    values = _call(errors, "recovery_action", get_fields, handle, [field_id])
+    try:
+        v = values[0]
+        return None if getattr(v, "nvmlReturn", 0) != 0 else int(v.value.uiVal)
+    except (TypeError, IndexError, AttributeError, ValueError):
+        return None
 
 
 def _maybe(value, fn):
@@ -138,3 +163,43 @@ def _process(p, ctx: ProbeContext) -> dict:
     comm = ctx.read(f"/proc/{p.pid}/comm")
     return {"pid": p.pid, "name": comm.strip() if comm else None,
             "used_memory_mib": used // (1 << 20) if isinstance(used, int) else None}
+
+
+# nvmlGpuTopologyLevel_t -> the link names of `nvidia-smi topo -m`
+TOPOLOGY_LEVELS = {0: "X", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
+MAX_NVLINKS = 18
+
+
+def _topology(nv, count: int) -> list[dict] | None:
+    """How each GPU pair talks: NV (NVLink), or the PCIe path (PIX ... SYS), as `topo -m` shows."""
+    if count < 2:
+        return [] if count else None
+    try:
+        handles = [nv.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+        buses = [_text(nv.nvmlDeviceGetPciInfo(h).busId).lower()[-12:] for h in handles]
+    except Exception:
+        return None
+    nvlinked: set[tuple[int, int]] = set()
+    for a, h in enumerate(handles):
+        for link in range(MAX_NVLINKS):
+            try:
+                if not nv.nvmlDeviceGetNvLinkState(h, link):
+                    continue
+                remote = _text(nv.nvmlDeviceGetNvLinkRemotePciInfo(h, link).busId).lower()[-12:]
+            except Exception:
+                break  # no NVLink on this GPU (NotSupported), or no more links
+            if remote in buses:
+                nvlinked.add(tuple(sorted((a, buses.index(remote)))))
+    pairs = []
+    for a in range(count):
+        for b in range(a + 1, count):
+            if (a, b) in nvlinked:
+                pairs.append({"gpu_a": a, "gpu_b": b, "link": "NV", "text": "NV"})
+                continue
+            try:
+                level = nv.nvmlDeviceGetTopologyCommonAncestor(handles[a], handles[b])
+            except Exception:
+                return None
+            name = TOPOLOGY_LEVELS.get(int(level), str(level))
+            pairs.append({"gpu_a": a, "gpu_b": b, "link": name, "text": name})
+    return pairs

@@ -67,6 +67,9 @@ def _one(i: int, d: Diagnosis, st: Style, full: bool, log_arg: str = "LOG") -> s
     action = action_line(d)
     if action:
         lines.append("   " + st("bold", action))
+    seen = _seen_on(d)
+    if seen:
+        lines.append(st("dim", f"   seen on {seen}"))
     for note in d.notes:
         lines.append(st("dim", f"   note: {note}"))
     lines.append("   evidence:")
@@ -98,3 +101,20 @@ def _one(i: int, d: Diagnosis, st: Style, full: bool, log_arg: str = "LOG") -> s
             lines.append("   references:")
             lines += [f"   - {r}" for r in d.rule.references]
     return "\n".join(lines) + "\n"
+
+
+def _seen_on(d: Diagnosis) -> str:
+    """Where a diagnosis of several logs or nodes was seen (empty for one log)."""
+    from troubleshoot.textsafe import terminal_safe
+
+    parts = []
+    if d.ranks:
+        parts.append(f"rank{'s' if len(d.ranks) > 1 else ''} {', '.join(map(str, d.ranks))}")
+    if d.nodes:
+        parts.append(f"node{'s' if len(d.nodes) > 1 else ''} {', '.join(d.nodes)}")
+    if len(d.files) > 1 or (d.files and parts):
+        first = d.files[0] + (f" (+{len(d.files) - 1} more)" if len(d.files) > 1 else "")
+        parts.append(f"first in {first}")
+    if d.first_seen:
+        parts.append(f"at {d.first_seen}")
+    return terminal_safe(" · ".join(parts), keep_newlines=False)

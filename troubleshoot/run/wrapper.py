@@ -191,7 +191,10 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
-def default_log_path(argv: Sequence[str]) -> Path:
+def default_log_path(argv: Sequence[str], folder: Path | None = None) -> Path:
+    """<stamp>-<job>.log in the state directory (or `folder`); one rank of a multi-node job
+    (srun, torchrun) gets <stamp>-<job>.<node>.rank<N>.log, so the ranks' logs sit side by side
+    in a shared folder and `fleet diagnose` knows each one's node and rank."""
     from troubleshoot.fixes.journal import state_dir
 
     name = Path(argv[0]).name if argv else "job"
@@ -199,7 +202,25 @@ def default_log_path(argv: Sequence[str]) -> Path:
         if not a.startswith("-"):
             name += "-" + Path(a).stem
             break
-    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in name)[:60]
-    folder = state_dir().parent / "runs"
+    safe = _safe_name(name)[:60]
+    if folder is None:
+        folder = state_dir().parent / "runs"
     folder.mkdir(parents=True, exist_ok=True)
-    return folder / f"{time.strftime('%Y%m%d-%H%M%S')}-{safe}.log"
+    rank = rank_tag()
+    stamp = time.strftime('%Y%m%d-%H%M%S') if rank is None else os.environ.get("SLURM_JOB_ID") or time.strftime('%Y%m%d-%H%M')
+    return folder / f"{stamp}-{safe}{rank or ''}.log"
+
+
+def _safe_name(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)
+
+
+def rank_tag() -> str | None:
+    """'.<node>.rank<N>' under Slurm (SLURM_PROCID, SLURMD_NODENAME) or torchrun (RANK), else None."""
+    import socket
+
+    rank = os.environ.get("SLURM_PROCID") or os.environ.get("RANK")
+    if rank is None or not rank.isdigit():
+        return None
+    node = os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0] or "node"
+    return f".{_safe_name(node).strip('.') or 'node'}.rank{int(rank)}"

@@ -244,7 +244,7 @@ class TroubleshootApp(App):
     @on(DataTable.RowHighlighted, "#diag-table")
     def _row(self, event: DataTable.RowHighlighted) -> None:
         d = self._diagnosis(event.row_key.value if event.row_key else None)
-        if d:
+        if d and self.is_running:  # a highlight can arrive while the app shuts down
             self._show_detail(d)
 
     def _diagnosis(self, rule_id: str | None):

@@ -171,6 +171,8 @@ class FixScreen(ModalScreen[None]):
         from troubleshoot.errors import TroubleshootError
         from troubleshoot.fixes import executor
 
+        # The user may close the modal while this runs: hold the widgets, not queries on the screen.
+        result, apply_button = self.query_one("#fix-result", Static), self.query_one("#apply", Button)
         lines: list[str] = []
         for prep in self.prepared:
             try:
@@ -185,9 +187,9 @@ class FixScreen(ModalScreen[None]):
                 break
             verdict = {True: "verified", False: "VERIFICATION FAILED (undo from History)", None: "not verified"}[out.verified]
             lines.append(f"✔ applied as {out.entry.id}: {verdict} {out.verify_detail}")
-            self.app.call_from_thread(self.query_one("#fix-result", Static).update, "\n".join(lines))
-        self.app.call_from_thread(self.query_one("#fix-result", Static).update, "\n".join(lines))
-        self.app.call_from_thread(setattr, self.query_one("#apply", Button), "disabled", True)
+            self.app.call_from_thread(result.update, "\n".join(lines))
+        self.app.call_from_thread(result.update, "\n".join(lines))
+        self.app.call_from_thread(setattr, apply_button, "disabled", True)
 
 
 def _probe_for(plugins):

@@ -1,0 +1,208 @@
+"""Many logs and many nodes: first failure vs consequences, fleet drift/outliers, the example
+Kubernetes manifest. Logs are real public lines (tests/fixtures/ranks/SOURCE.md); snapshots are
+the healthy fixture snapshot edited with values from the recorded machines in tests/fixtures/machines."""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+
+import pytest
+import yaml
+
+from conftest import REPO, run_cli
+
+RANKS = REPO / "tests" / "fixtures" / "ranks"
+BASE = json.loads((REPO / "tests" / "fixtures" / "snapshots" / "base.json").read_text())
+# The Xid 79 line as recorded in tests/fixtures/machines/xid-79/dmesg.txt, on this node's GPU address.
+XID79_LINE = (REPO / "tests/fixtures/machines/xid-79/dmesg.txt").read_text().splitlines()[1]
+
+
+def diagnose_json(*args):
+    p = run_cli("diagnose", "--no-probe", "--format", "json", *args)
+    assert p.returncode == 0, p.stderr.decode()
+    return json.loads(p.stdout)
+
+
+def check_first_failure(doc, node):
+    top, second = doc["diagnoses"][0], doc["diagnoses"][1]
+    assert top["symptom"] == "cuda-oom" and top["ranks"] == [3] and top["nodes"] == [node]
+    assert top["first_seen"] and "0225 07:05:33" in top["first_seen"]
+    assert second["symptom"] == "nccl-timeout" and second["ranks"] == [0, 1, 2]
+    assert any("consequence of cuda-oom" in n for n in second["notes"])
+    assert doc["summary"].startswith(f"rank 3 on node {node} failed first with cuda-oom")
+    assert "3 ranks then timed out in NCCL" in doc["summary"]
+    assert doc["schema"] == 1
+
+
+def test_per_rank_files_give_the_failing_rank_first(tmp_path):
+    doc = diagnose_json("--log", str(RANKS / "per-rank"))
+    check_first_failure(doc, "gpu-02")
+    top = doc["diagnoses"][0]
+    assert top["files"] == [str(RANKS / "per-rank" / "job.gpu-02.rank3.log")]
+    assert top["evidence"][0]["file"] == top["files"][0] and top["evidence"][0]["line"] == 3
+    assert doc["diagnoses"][1]["nodes"] == ["gpu-01", "gpu-02"] and len(doc["diagnoses"][1]["files"]) == 3
+    # The same through a glob and through several --log
+    glob = diagnose_json("--log", str(RANKS / "per-rank" / "job.*.rank*.log"))
+    many = diagnose_json(*[a for f in sorted((RANKS / "per-rank").iterdir()) for a in ("--log", str(f))])
+    for other in (glob, many):
+        assert [(d["rule"], d["ranks"]) for d in other["diagnoses"]] == [(d["rule"], d["ranks"]) for d in doc["diagnoses"]]
+
+
+def test_srun_label_merged_log_gives_the_same_with_original_line_numbers():
+    doc = diagnose_json("--log", str(RANKS / "merged" / "slurm-4242.out"))
+    check_first_failure(doc, "liangxianchen-funasr-15wh-train-lxc0-w-0")  # the host its NCCL line names
+    top = doc["diagnoses"][0]
+    lines = (RANKS / "merged" / "slurm-4242.out").read_text().splitlines()
+    assert "OutOfMemoryError" in lines[top["first_line"] - 1] and lines[top["first_line"] - 1].startswith("3: ")
+    assert "4 ranks" in doc["source"]
+
+
+def test_text_report_leads_with_the_first_failure():
+    p = run_cli("diagnose", "--no-probe", "--log", str(RANKS / "per-rank"))
+    out = p.stdout.decode()
+    assert out.splitlines()[0].startswith("rank 3 on node gpu-02 failed first with cuda-oom")
+    assert "seen on rank 3 · node gpu-02" in out
+
+
+def test_one_log_keeps_the_single_log_contract():
+    doc = diagnose_json("--log", str(RANKS / "per-rank" / "job.gpu-02.rank3.log"))
+    top = doc["diagnoses"][0]
+    assert top["symptom"] == "cuda-oom" and top["ranks"] == [3] and top["nodes"] == ["gpu-02"]
+    assert doc["summary"] is None and doc["logs"] == 1 and doc["lines"] == 3
+
+
+def node_snapshots(folder):
+    """Four nodes of one cluster: one with an older driver, one GPU at x8 of x16, one Xid 79."""
+    folder.mkdir()
+    nodes = {f"gpu-0{i}": copy.deepcopy(BASE) for i in range(1, 6)}
+    for name, snap in nodes.items():
+        snap["host"]["hostname"] = name
+    # tests/fixtures/machines/pcie-degraded/nvidia-smi-q.txt: Driver Version 550.54.14, CUDA 12.4
+    nodes["gpu-02"]["nvml"].update(driver_version="550.54.14", cuda_driver_version="12.4")
+    nodes["gpu-02"]["kernel"]["nvidia_module_version"] = "550.54.14"
+    nodes["gpu-03"]["nvml"]["gpus"][0].update(pcie_width_current=8, pcie_width_max=16)
+    nodes["gpu-04"]["kernel"]["xid_events"] = [{
+        "code": 79, "pci": "0000:03:00", "pid": None, "process": None,
+        "message": "GPU has fallen off the bus.", "line": XID79_LINE.split("kernel: ", 1)[1]}]
+    for name, snap in nodes.items():
+        (folder / f"{name}.json").write_text(json.dumps(snap))
+    return folder
+
+
+def test_fleet_diagnose_names_exactly_the_broken_nodes(tmp_path):
+    d = node_snapshots(tmp_path / "snaps")
+    p = run_cli("fleet", "diagnose", str(d), "--format", "json")
+    assert p.returncode == 0, p.stderr.decode()
+    doc = json.loads(p.stdout)
+    by_node = {}
+    for f in doc["findings"]:
+        by_node.setdefault(f["node"], set()).add((f["kind"], f["what"]))
+    assert by_node == {
+        "gpu-02": {("drift", "driver"), ("drift", "CUDA driver version"), ("drift", "kernel module")},
+        "gpu-03": {("outlier", "PCIe link")},
+        "gpu-04": {("outlier", "Xid events")},
+    }
+    assert doc["per_node"]["gpu-01"] == [] and doc["per_node"]["gpu-05"] == []
+    assert [x["symptom"] for x in doc["per_node"]["gpu-04"]] == ["gpu-hardware-fault"]
+    assert "pcie-degraded" in [x["symptom"] for x in doc["per_node"]["gpu-03"]]
+    drift = next(f for f in doc["findings"] if f["what"] == "driver")
+    assert drift["value"] == "550.54.14" and drift["expected"] == "555.42.02"
+    text = run_cli("fleet", "diagnose", str(d)).stdout.decode()
+    rows = {ln.split()[0] for ln in text.splitlines() if ln.startswith("gpu-0")}
+    assert rows == {"gpu-01", "gpu-02", "gpu-03", "gpu-04", "gpu-05"}
+    assert "gpu-01  ok" in text and "gpu-05  ok" in text
+    assert "GPU 0 PCIe link at gen4 x8 of x16" in text and "Xid 79" in text
+
+
+def test_fleet_diagnose_groups_a_finding_shared_by_nodes(tmp_path):
+    d = tmp_path / "snaps"
+    d.mkdir()
+    for i in range(1, 5):
+        snap = copy.deepcopy(BASE)
+        if i != 4:  # as tests/test_scenarios.py's docker scenario (recorded docker info without the nvidia runtime)
+            snap["docker"].update(runtimes=["io.containerd.runc.v2", "runc"], nvidia_runtime=False, daemon_json=None,
+                                  daemon_json_nvidia_runtime=None)
+        (d / f"node{i}.json").write_text(json.dumps(snap))
+    doc = json.loads(run_cli("fleet", "diagnose", str(d), "--format", "json").stdout)
+    group = next(g for g in doc["groups"] if g["symptom"] == "docker-gpu-missing")
+    assert group["nodes"] == ["node1", "node2", "node3"]
+    text = run_cli("fleet", "diagnose", str(d)).stdout.decode()
+    assert "3 nodes: docker-gpu-missing" in text
+
+
+def test_fleet_diagnose_reads_the_job_logs_with_the_snapshots(tmp_path):
+    d = node_snapshots(tmp_path / "snaps")
+    shutil.copytree(RANKS / "per-rank", d / "logs")
+    doc = json.loads(run_cli("fleet", "diagnose", str(d), "--format", "json").stdout)
+    assert doc["summary"].startswith("rank 3 on node gpu-02 failed first with cuda-oom")
+    assert doc["diagnoses"][0]["symptom"] == "cuda-oom"
+    assert doc["per_node"]["gpu-02"][0]["symptom"] == "cuda-oom"
+
+
+def test_fleet_diagnose_bad_input_is_one_line(tmp_path):
+    (tmp_path / "empty").mkdir()
+    for target in (tmp_path / "missing", tmp_path / "empty"):
+        p = run_cli("fleet", "diagnose", str(target))
+        err = p.stderr.decode()
+        assert p.returncode == 2 and err.startswith("troubleshoot: error:") and err.count("\n") == 1
+    d = node_snapshots(tmp_path / "snaps")
+    (d / "broken.json").write_text("{not json")
+    p = run_cli("fleet", "diagnose", str(d), "--format", "json")
+    assert p.returncode == 0 and "broken.json" in p.stderr.decode() and "Traceback" not in p.stderr.decode()
+
+
+def test_node_names_from_snapshots_reach_the_terminal_without_control_sequences(tmp_path):
+    d = tmp_path / "snaps"
+    d.mkdir()
+    for name in ("a", "b\x1b[2Jx"):
+        (d / f"{name}.json").write_text(json.dumps(BASE))
+    out = run_cli("fleet", "diagnose", str(d)).stdout.decode()
+    assert "\x1b" not in out and "b\\x1b[2Jx" in out
+
+
+def test_kubernetes_example_manifest_has_the_kubernetes_object_shape():
+    kv = pytest.importorskip("kubernetes_validate")
+    path = REPO / "docs" / "examples" / "kubernetes" / "troubleshoot-probe-daemonset.yaml"
+    docs = [x for x in yaml.safe_load_all(path.read_text()) if x]
+    assert [x["kind"] for x in docs] == ["DaemonSet"]
+    for doc in docs:
+        kv.validate(doc, "1.30.0", strict=True)  # raises on an unknown field or a wrong type
+        spec = doc["spec"]
+        assert spec["selector"]["matchLabels"].items() <= spec["template"]["metadata"]["labels"].items()
+        pod = spec["template"]["spec"]
+        volumes = {v["name"] for v in pod["volumes"]}
+        for c in pod["containers"]:
+            assert {m["name"] for m in c["volumeMounts"]} <= volumes
+            assert "troubleshoot probe --format json --save" in " ".join(c["command"] + c["args"])
+    broken = copy.deepcopy(docs[0])
+    broken["spec"]["template"]["spec"]["containers"][0]["volumeMount"] = []
+    with pytest.raises(Exception):
+        kv.validate(broken, "1.30.0", strict=True)
+
+
+@pytest.mark.asyncio
+async def test_fleet_view_lists_nodes_and_shows_the_selected_nodes_findings(tmp_path):
+    from troubleshoot import pipeline
+    from troubleshoot.fleet.diagnose import diagnose_fleet
+    from troubleshoot.tui.fleet import FleetApp
+
+    res = diagnose_fleet(node_snapshots(tmp_path / "snaps"), pipeline.load_rules())
+    app = FleetApp(res)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        table = app.query_one("#nodes")
+        assert [table.get_row_at(i)[0] for i in range(table.row_count)][-2:] == ["gpu-01", "gpu-05"]
+        detail = app.query_one("#detail")
+        first = str(detail.content)
+        assert first.startswith(table.get_row_at(0)[0])
+        seen = {}
+        for i in range(table.row_count):
+            seen[table.get_row_at(i)[0]] = str(detail.content)
+            await pilot.press("down")
+            await pilot.pause()
+        assert "driver 550.54.14 (others: 555.42.02 on 4 nodes)" in seen["gpu-02"]
+        assert "GPU 0 PCIe link at gen4 x8 of x16" in seen["gpu-03"]
+        assert "Xid 79" in seen["gpu-04"] and "gpu-hardware-fault" in seen["gpu-04"]
+        assert "No drift, no outlier, no diagnosis." in seen["gpu-01"]

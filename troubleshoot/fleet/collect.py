@@ -1,0 +1,199 @@
+"""Snapshots of many nodes: `troubleshoot probe --format json` once per node through Slurm.
+
+One job step per node (`srun --jobid J -w NODE -N1 -n1 --overlap`), all started at once, each
+with its own deadline: a node that hangs is cut off (its step terminated) while the others
+arrive. The allocation is the caller's (`--job`, or `$SLURM_JOB_ID` inside one) or a short one
+made here with `salloc --no-shell` and cancelled at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+from troubleshoot.errors import TroubleshootError
+
+# A test hook: `troubleshoot probe` on the node named here blocks instead of probing, so that
+# tests on a real Slurm can show a hanging node being cut off while the others arrive.
+HANG_HOOK = "TROUBLESHOOT_TEST_HANG_NODE"
+GRACE = 5.0  # seconds a terminated step gets before it is killed
+_SAFE_NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,253}$")
+
+
+def hang_if_asked() -> None:
+    """Called by `troubleshoot probe`: block forever on the node the test hook names."""
+    node = os.environ.get(HANG_HOOK)
+    if node and node == os.environ.get("SLURMD_NODENAME"):
+        threading.Event().wait()
+
+
+@dataclass
+class NodeResult:
+    node: str
+    status: str  # "ok", "timeout", "failed"
+    seconds: float
+    path: str | None = None
+    error: str | None = None
+
+    def as_dict(self) -> dict:
+        return {"node": self.node, "status": self.status, "seconds": round(self.seconds, 2),
+                "path": self.path, "error": self.error}
+
+
+@dataclass
+class Selection:
+    nodes: int | None = None
+    nodelist: str | None = None
+    partition: str | None = None
+    job: str | None = None
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise TroubleshootError(f"{name} not found: `fleet probe --slurm` needs Slurm's client commands on PATH")
+    return path
+
+
+def _run(cmd: Sequence[str], timeout: float = 30) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise TroubleshootError(f"{Path(cmd[0]).name} did not answer within {timeout:g} s") from None
+    except OSError as exc:
+        raise TroubleshootError(f"cannot run {cmd[0]}: {exc.strerror or exc}") from None
+
+
+def hostnames(nodelist: str) -> list[str]:
+    """node[1-3],gpu07 -> [node1, node2, node3, gpu07], as Slurm expands it."""
+    p = _run([_tool("scontrol"), "show", "hostnames", nodelist])
+    if p.returncode != 0:
+        raise TroubleshootError(f"scontrol cannot expand node list {nodelist!r}: {_last(p.stderr)}")
+    return [n for n in p.stdout.split() if n]
+
+
+def job_nodes(job: str) -> list[str]:
+    p = _run([_tool("squeue"), "-h", "-j", job, "-o", "%N"])
+    nodelist = p.stdout.strip()
+    if p.returncode != 0 or not nodelist:
+        raise TroubleshootError(f"job {job} is not running (squeue: {_last(p.stderr) or 'no nodes'})")
+    return hostnames(nodelist)
+
+
+def allocate(sel: Selection, wait: float = 60) -> str:
+    """A short allocation of one task per node; its job id."""
+    cmd = [_tool("salloc"), "--no-shell", "--ntasks-per-node=1", "--job-name=troubleshoot-probe",
+           f"--immediate={max(1, int(wait))}"]
+    if sel.nodelist:
+        cmd += ["--nodelist", sel.nodelist, "-N", str(len(hostnames(sel.nodelist)))]
+    elif sel.nodes:
+        cmd += ["-N", str(sel.nodes)]
+    if sel.partition:
+        cmd += ["--partition", sel.partition]
+        if not (sel.nodes or sel.nodelist):
+            up = _run([_tool("sinfo"), "-h", "-p", sel.partition, "-t", "idle,mixed", "-o", "%N"]).stdout.split()
+            if not up:
+                raise TroubleshootError(f"partition {sel.partition} has no idle or mixed nodes")
+            names = [n for part in up for n in hostnames(part)]
+            cmd += ["--nodelist", ",".join(names), "-N", str(len(names))]
+    p = _run(cmd, timeout=wait + 30)
+    m = re.search(r"Granted job allocation (\d+)", p.stderr)
+    if p.returncode != 0 or m is None:
+        raise TroubleshootError(f"salloc failed: {_last(p.stderr) or f'exit {p.returncode}'}")
+    return m.group(1)
+
+
+def _last(text: str) -> str:
+    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+def probe_command(python: str | None = None) -> list[str]:
+    """What each node runs: this same troubleshoot (a shared install, as on a cluster)."""
+    return [python or sys.executable, "-m", "troubleshoot", "probe", "--format", "json"]
+
+
+def probe_slurm(out_dir: Path, sel: Selection, timeout: float = 60, command: Sequence[str] | None = None,
+                on_result: Callable[[NodeResult], None] | None = None) -> list[NodeResult]:
+    """One snapshot per node of the selection, written to out_dir/<node>.json."""
+    _tool("srun")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    own = None
+    job = sel.job
+    if job is None and not (sel.nodes or sel.nodelist or sel.partition):
+        job = os.environ.get("SLURM_JOB_ID")
+        if job is None:
+            raise TroubleshootError("say which nodes: --nodes N, --nodelist LIST, --partition P or --job JOBID "
+                                    "(or run inside an allocation)")
+    try:
+        if job is None:
+            job = own = allocate(sel)
+        nodes = job_nodes(job)
+        results: list[NodeResult] = []
+        lock = threading.Lock()
+
+        def one(node: str) -> None:
+            r = _probe_node(job, node, out_dir, timeout, list(command or probe_command()))
+            with lock:
+                results.append(r)
+            if on_result:
+                on_result(r)
+
+        threads = [threading.Thread(target=one, args=(n,), daemon=True) for n in nodes]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return sorted(results, key=lambda r: r.node)
+    finally:
+        if own is not None:
+            subprocess.run([shutil.which("scancel") or "scancel", own], capture_output=True, timeout=30)
+
+
+def _probe_node(job: str, node: str, out_dir: Path, timeout: float, command: list[str]) -> NodeResult:
+    from troubleshoot import snapshot
+
+    started = time.monotonic()
+    name = node if _SAFE_NODE.match(node) else re.sub(r"[^A-Za-z0-9._-]", "_", node)[:200] or "node"
+    cmd = [shutil.which("srun") or "srun", "--jobid", job, "-w", node, "-N1", "-n1", "--overlap", "-Q",
+           "--export=ALL", *command]
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+    except OSError as exc:
+        return NodeResult(node, "failed", 0.0, error=f"cannot run srun: {exc.strerror or exc}")
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _stop(proc)
+        return NodeResult(node, "timeout", time.monotonic() - started,
+                          error=f"no snapshot within {timeout:g} s; its job step was terminated")
+    seconds = time.monotonic() - started
+    if proc.returncode != 0:
+        return NodeResult(node, "failed", seconds, error=_last(err.decode("utf-8", "replace")) or f"exit {proc.returncode}")
+    try:
+        facts = snapshot.check(json.loads(out.decode("utf-8")), f"snapshot of {node}").facts
+    except (ValueError, UnicodeDecodeError, TroubleshootError) as exc:
+        return NodeResult(node, "failed", seconds, error=f"not a snapshot: {str(exc)[:200]}")
+    path = out_dir / f"{name}.json"
+    snapshot.save(facts, path)
+    return NodeResult(node, "ok", seconds, path=str(path))
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """srun forwards SIGTERM to the step and ends it; kill it if it does not."""
+    proc.terminate()
+    try:
+        proc.communicate(timeout=GRACE)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()

@@ -1,0 +1,131 @@
+"""State dumps pasted into a log, read as facts of the machine the log came from.
+
+A user who pastes `nvidia-smi`, `nvidia-smi -q`, `lsmod`, `lspci -vv`, `ldconfig -p`, `docker info`,
+`pip list`/`conda list` or `python -m torch.utils.collect_env` next to an error has given the
+same facts a probe would read. `read()` turns them into facts in the snapshot's shape, and
+`merge()` lays them over the probed facts (or stands alone with --no-probe), recording per fact
+the pasted line that showed it, so that a diagnosis names that line as evidence.
+
+Only the head of a log is read for dumps (HEAD_BYTES): pasted logs are short, and a job that
+prints its environment does so at the start.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass, field
+from typing import BinaryIO, Mapping
+
+from troubleshoot.paste import dumps, nvsmi
+
+HEAD_BYTES = 4 << 20
+# Where merged facts keep, per fact path (lists as `[]`), the pasted line that showed it.
+LINES_KEY = "_pasted_lines"
+PARSERS = (nvsmi.query, nvsmi.table, nvsmi.topology, dumps.lsmod, dumps.lspci, dumps.ldconfig, dumps.docker_info, dumps.packages)
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+@dataclass
+class Pasted:
+    facts: dict = field(default_factory=dict)
+    lines: dict = field(default_factory=dict)  # fact path -> (1-based line number, text)
+
+    def __bool__(self) -> bool:
+        return bool(self.facts)
+
+
+def read(text: str) -> Pasted:
+    """Facts from every dump found in `text`."""
+    lines = [_ANSI.sub("", t).rstrip("\r") for t in text.split("\n")]
+    out = Pasted()
+    for parse in PARSERS:
+        found = parse(lines)
+        if found is None:
+            continue
+        for area, facts in found.facts.items():
+            _merge_area(out.facts.setdefault(area, {}), facts)
+        for path, i in found.lines.items():
+            out.lines.setdefault(path, (i + 1, lines[i].strip()))
+    nv = out.facts.get("nvml")
+    if nv and nv.get("driver_version") and not nv.get("cuda_driver_version"):
+        cuda = cuda_of_driver(nv["driver_version"])
+        if cuda:  # what nvidia-smi would show as "CUDA Version" for this driver
+            nv["cuda_driver_version"] = cuda
+            out.lines.setdefault("nvml.cuda_driver_version", out.lines.get("nvml.driver_version"))
+    return out
+
+
+def _merge_area(into: dict, new: dict) -> None:
+    for key, value in new.items():
+        if key == "gpus" and into.get("gpus"):
+            into["gpus"] = _merge_gpus(into["gpus"], value)
+        elif isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge_area(into[key], value)
+        else:
+            into.setdefault(key, value)
+
+
+def _bus(g: dict) -> str:
+    return str(g.get("pci_bus_id") or "").lower()[-12:]
+
+
+def _merge_gpus(old: list, new: list) -> list:
+    """GPUs seen by two dumps (the nvidia-smi table, lspci) are one list, matched by PCI address."""
+    merged = [dict(g) for g in old]
+    for g in new:
+        same = next((m for m in merged if _bus(m) and _bus(m) == _bus(g)), None)
+        if same is None:
+            merged.append(dict(g, index=len(merged)))
+        else:
+            for k, v in g.items():
+                same.setdefault(k, v)
+    return merged
+
+
+# The newest CUDA each driver branch supports (what nvidia-smi prints as "CUDA Version"),
+# from the CUDA toolkit release notes' driver table.
+DRIVER_CUDA = [("580", "13.0"), ("575", "12.9"), ("570", "12.8"), ("560", "12.6"), ("555", "12.5"), ("550", "12.4"),
+               ("545", "12.3"), ("535", "12.2"), ("530", "12.1"), ("525", "12.0"), ("520", "11.8"), ("515", "11.7"),
+               ("510", "11.6"), ("495", "11.5"), ("470", "11.4"), ("465", "11.3"), ("460", "11.2"), ("455", "11.1"),
+               ("450", "11.0"), ("440", "10.2"), ("418", "10.1"), ("410", "10.0"), ("396", "9.2"), ("384", "9.0")]
+
+
+def cuda_of_driver(driver: str) -> str | None:
+    try:
+        major = int(str(driver).split(".")[0])
+    except ValueError:
+        return None
+    return next((cuda for floor, cuda in DRIVER_CUDA if major >= int(floor)), None)
+
+
+def merge(facts: Mapping | None, pasted: Pasted) -> dict | None:
+    """`facts` with the pasted facts laid over them (they describe the log's machine)."""
+    if not pasted:
+        return dict(facts) if facts is not None else None
+    out = copy.deepcopy(dict(facts or {}))
+    for area, values in pasted.facts.items():
+        if not isinstance(out.get(area), dict) or out[area].get("available") is False:
+            out[area] = {}
+        out[area].update(copy.deepcopy(values))
+    out[LINES_KEY] = dict(pasted.lines)
+    return out
+
+
+class Head:
+    """A read-through wrapper that keeps the first HEAD_BYTES of a stream for `read()`."""
+
+    def __init__(self, stream: BinaryIO, limit: int = HEAD_BYTES):
+        self.stream = stream
+        self.limit = limit
+        self.kept = bytearray()
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.stream.read(n)
+        room = self.limit - len(self.kept)
+        if room > 0 and data:
+            self.kept += data[:room]
+        return data
+
+    def text(self) -> str:
+        return bytes(self.kept).decode("utf-8", "replace")

@@ -1,0 +1,80 @@
+"""Services around the GPUs: Fabric Manager (HGX/DGX NVSwitch systems), the daemons that hold
+GPUs open, and whether this machine is a Slurm or Kubernetes node (fixers drain it first)."""
+
+from __future__ import annotations
+
+import re
+import socket
+
+from troubleshoot.probes.base import ProbeContext
+
+GPU_SERVICES = ("nvidia-persistenced", "nvidia-dcgm", "dcgm", "nvidia-fabricmanager", "nvidia-imex")
+FM_UNIT = "nvidia-fabricmanager"
+
+
+def _unit_state(ctx: ProbeContext, unit: str) -> str | None:
+    """systemd's ActiveState ("active", "failed", "inactive"...), None when systemd cannot say."""
+    if not ctx.which("systemctl"):
+        return None
+    r = ctx.run(["systemctl", "show", "--property=ActiveState,LoadState", "--value", unit], timeout=3)
+    if not r.ok:
+        return None
+    values = r.stdout.split()
+    if len(values) == 2 and values[1] == "not-found":
+        return None
+    return values[0] if values else None
+
+
+def _version(text: str | None) -> str | None:
+    m = re.search(r"(\d{3}\.\d+(?:\.\d+)?)", text or "")
+    return m.group(1) if m else None
+
+
+def fabric_manager(ctx: ProbeContext) -> dict:
+    out: dict = {"available": True}
+    switches = ctx.path("/proc/driver/nvidia-nvswitch/devices")
+    try:
+        out["nvswitch_count"] = sum(1 for _ in switches.iterdir()) if switches.is_dir() else 0
+    except OSError:
+        out["nvswitch_count"] = None
+    driver = _version(ctx.read("/proc/driver/nvidia/version"))
+    out["driver_version"] = driver
+    version = None
+    if ctx.which("nv-fabricmanager"):
+        r = ctx.run(["nv-fabricmanager", "--version"], timeout=3)
+        version = _version(r.stdout + r.stderr) if r.ok else None
+    if version is None and ctx.which("dpkg-query"):
+        r = ctx.run(["dpkg-query", "-W", "-f", "${Package} ${Version}\\n", "nvidia-fabricmanager*"], timeout=3)
+        if r.ok:
+            version = next((_version(ln.split(" ", 1)[1]) for ln in r.stdout.splitlines()
+                            if " " in ln and ln.split(" ", 1)[1].strip()), None)
+    if version is None and ctx.which("rpm"):
+        r = ctx.run(["rpm", "-q", "--qf", "%{VERSION}\\n", "nvidia-fabric-manager"], timeout=3)
+        version = _version(r.stdout) if r.ok else None
+    out["version"] = version
+    out["installed"] = version is not None or ctx.which("nv-fabricmanager") is not None
+    out["state"] = _unit_state(ctx, FM_UNIT)
+    out["active"] = None if out["state"] is None else out["state"] == "active"
+    out["version_matches"] = None if not (version and driver) else version == driver
+    return out
+
+
+def node(ctx: ProbeContext) -> dict:
+    out: dict = {"available": True, "hostname": socket.gethostname()}
+    out["gpu_services"] = {u: _unit_state(ctx, u) for u in GPU_SERVICES}
+    slurm = None
+    if ctx.which("scontrol"):
+        short = out["hostname"].split(".")[0]
+        r = ctx.run(["scontrol", "show", "node", short], timeout=4)
+        m = re.search(r"NodeName=(\S+)", r.stdout) if r.ok else None
+        if m:
+            slurm = m.group(1)
+            state = re.search(r"\bState=(\S+)", r.stdout)
+            out["slurm_state"] = state.group(1) if state else None
+    out["slurm_node"] = slurm or ctx.env.get("SLURMD_NODENAME") or None
+    out.setdefault("slurm_state", None)
+    k8s = None
+    if ctx.env.get("KUBERNETES_SERVICE_HOST") or ctx.path("/var/lib/kubelet/config.yaml").exists():
+        k8s = ctx.env.get("NODE_NAME") or ctx.env.get("KUBE_NODE_NAME") or out["hostname"]
+    out["kubernetes_node"] = k8s
+    return out
