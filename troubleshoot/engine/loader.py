@@ -75,7 +75,8 @@ def _taxonomy_cache(path: Path, taxonomy: dict[str, str] | None = None) -> dict[
     except OSError:
         return None
     stamp = [str(path.resolve()), st.st_size, st.st_mtime_ns]
-    cache = usercache.cache_dir("rules") / "taxonomy.json"
+    # Its own folder: the rules folder holds one cache file per rule file and nothing else.
+    cache = usercache.cache_dir("taxonomy") / "taxonomy.json"
     if taxonomy is not None:
         usercache.write(cache, json.dumps({"stamp": stamp, "symptoms": taxonomy}).encode())
         return taxonomy
@@ -93,10 +94,9 @@ CACHE_FORMAT = 2
 
 
 def _cache_dir() -> Path:
-    import os
+    from troubleshoot import usercache
 
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "troubleshoot" / "rules"
+    return usercache.cache_dir("rules")
 
 
 def _trusted(st) -> bool:
