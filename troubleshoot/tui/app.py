@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from textual import on, work
+from textual.css.query import NoMatches
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -347,7 +348,11 @@ class TroubleshootApp(App):
 
     def _render_probe_status(self) -> None:
         parts = [f"{a}: {s}" for a, s in self.probe_status.items()]
-        self.query_one("#probe-status", Static).update("Probes  " + "  ·  ".join(parts))
+        try:
+            status = self.query_one("#probe-status", Static)
+        except NoMatches:  # a probe reported while the app was shutting down or a modal was up
+            return
+        status.update("Probes  " + "  ·  ".join(parts))
 
     def _render_machine(self) -> None:
         from troubleshoot.report.probe_text import render as probe_text
