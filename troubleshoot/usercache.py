@@ -22,7 +22,7 @@ def _owned_private(p: Path) -> bool:
         st = os.stat(p, follow_symlinks=False)
     except OSError:
         return False
-    return st.st_uid == os.getuid() and not st.st_mode & 0o022
+    return st.st_uid == os.geteuid() and not st.st_mode & 0o022
 
 
 def trusted(path: Path) -> bool:
@@ -31,14 +31,22 @@ def trusted(path: Path) -> bool:
 
 
 def read(path: Path) -> bytes | None:
-    """The file's bytes when it is trusted, else None."""
-    if not trusted(path):
+    """The file's bytes when it is trusted, else None. The file is opened without following a
+    link and checked as opened, so it cannot be swapped between the check and the read."""
+    if not _owned_private(path.parent):
         return None
     try:
-        with open(path, "rb") as f:
-            return f.read()
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+            return None
+        try:
+            return f.read()
+        except OSError:
+            return None
 
 
 def write(path: Path, data: bytes) -> None:

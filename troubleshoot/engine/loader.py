@@ -50,12 +50,7 @@ def load_taxonomy(path: Path) -> dict[str, str]:
     cached = _taxonomy_cache(path)
     if cached is not None:
         return cached
-    try:
-        data, _ = yamldoc.load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TroubleshootError(f"cannot read symptom taxonomy {path}: {exc}") from None
-    except yamldoc.YamlError as exc:
-        raise TroubleshootError(f"{path}:{exc.line}: {exc.message}") from None
+    data = yamldoc.load_data_file(path, "symptom taxonomy")
     if not isinstance(data, dict) or not isinstance(data.get("symptoms"), dict):
         raise TroubleshootError(f"{path}: expected a mapping with a 'symptoms:' mapping")
     taxonomy = {str(k): str(v) for k, v in data["symptoms"].items()}
@@ -93,58 +88,41 @@ def _taxonomy_cache(path: Path, taxonomy: dict[str, str] | None = None) -> dict[
 CACHE_FORMAT = 2
 
 
-def _cache_dir() -> Path:
+def _cache_file(path: Path) -> Path:
+    import hashlib
+
     from troubleshoot import usercache
 
-    return usercache.cache_dir("rules")
+    return usercache.cache_dir("rules") / (hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:32] + ".marshal")
 
 
-def _trusted(st) -> bool:
-    """A cache file or folder we wrote: ours, and nobody else may write it."""
-    import os
-
-    return st.st_uid == os.geteuid() and not st.st_mode & 0o022
-
-
-def _read_cache(path: Path, stamp: tuple):
+def _read_cache(cache: Path, stamp: tuple):
     """The cached (kind, payload) of a rule file, or None. The cache holds marshal of plain
-    tuples, never code, and is ignored unless it and its folder are ours and not writable by
-    others (a shared cache or a HOME kept under sudo cannot feed us anything)."""
-    import hashlib
+    tuples, never code, and is read only when trusted (see usercache): a shared cache or a HOME
+    kept under sudo cannot feed us anything."""
     import marshal
-    import os
 
-    d = _cache_dir()
-    name = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:32] + ".marshal"
+    from troubleshoot import usercache
+
+    blob = usercache.read(cache)
     try:
-        if not _trusted(os.stat(d)):
-            return name, None
-        fd = os.open(d / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        with os.fdopen(fd, "rb") as f:
-            if not _trusted(os.fstat(f.fileno())):
-                return name, None
-            cached = marshal.loads(f.read())
-        if isinstance(cached, tuple) and len(cached) == 4 and cached[0] == CACHE_FORMAT and cached[1] == stamp:
-            return name, cached[2:]
-    except (OSError, ValueError, EOFError, TypeError):
-        pass
-    return name, None
+        cached = marshal.loads(blob) if blob else None
+    except (ValueError, EOFError, TypeError):
+        return None
+    if isinstance(cached, tuple) and len(cached) == 4 and cached[0] == CACHE_FORMAT and cached[1] == stamp:
+        return cached[2:]
+    return None
 
 
-def _write_cache(name: str, stamp: tuple, kind: str, payload) -> None:
+def _write_cache(cache: Path, stamp: tuple, kind: str, payload) -> None:
     import marshal
-    import os
 
-    from troubleshoot.safeio import atomic_write
+    from troubleshoot import usercache
 
-    d = _cache_dir()
     try:
-        d.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if not _trusted(os.stat(d)):
-            return
-        atomic_write(d / name, marshal.dumps((CACHE_FORMAT, stamp, kind, payload)), 0o600)
-    except (OSError, ValueError):
-        pass  # a read-only home (or a value marshal cannot hold) only costs speed
+        usercache.write(cache, marshal.dumps((CACHE_FORMAT, stamp, kind, payload)))
+    except ValueError:
+        pass  # a value marshal cannot hold only costs speed
 
 
 def _document(path: Path) -> tuple[str, Any]:
@@ -157,11 +135,12 @@ def _document(path: Path) -> tuple[str, Any]:
         stamp = (__version__, str(path), st.st_mtime_ns, st.st_size)
     except OSError as exc:
         return "problems", [(None, f"cannot read: {exc.strerror or exc}")]
-    name, cached = _read_cache(path, stamp)
+    cache = _cache_file(path)
+    cached = _read_cache(cache, stamp)
     if cached is not None:
         return cached
     kind, payload = _parse_document(path, st.st_size)
-    _write_cache(name, stamp, kind, payload)
+    _write_cache(cache, stamp, kind, payload)
     return kind, payload
 
 

@@ -181,12 +181,7 @@ def load_catalog(path: str | None = None) -> Catalog:
     from troubleshoot.engine import yamldoc
 
     p = Path(path) if path else catalog_path()
-    try:
-        data, _ = yamldoc.load(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TroubleshootError(f"cannot read Xid catalog {p}: {exc}") from None
-    except yamldoc.YamlError as exc:
-        raise TroubleshootError(f"{p}:{exc.line}: {exc.message}") from None
+    data = yamldoc.load_data_file(p, "Xid catalog")
 
     def fail(where, msg: str):
         line = where if isinstance(where, int) else getattr(where, "line", None)

@@ -80,6 +80,20 @@ def load(text: str) -> tuple[object, list[Trap]]:
     return builder.build(node, 0), builder.traps
 
 
+def load_data_file(path, what: str) -> object:
+    """The data of a shipped YAML table (taxonomy, Xid catalog). Such a file must load: an
+    unreadable or broken one is a TroubleshootError naming the file and line."""
+    from troubleshoot.errors import TroubleshootError
+
+    try:
+        data, _ = load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TroubleshootError(f"cannot read {what} {path}: {exc}") from None
+    except YamlError as exc:
+        raise TroubleshootError(f"{path}:{exc.line}: {exc.message}") from None
+    return data
+
+
 def _check_size(text: str) -> None:
     """Count nodes and nesting from the parser's event stream before anything is composed: a
     huge or deep document is refused at the line where it crosses the limit, without building
