@@ -272,6 +272,8 @@ class _Re2Candidates(_Candidates):
         opts.never_capture = True
         opts.max_mem = 256 << 20
         sources = [_re2_source(self.patterns[i]) for i in self.active]
+        # \r only matters to anchors: without any, the chunk need not be copied to split it.
+        self.anchored = any("^" in s or "$" in s for s in sources)
         # (?m): ^ and $ anchor at each line (and each \r segment), as they do per segment in `re`.
         combined = "|".join(f"(?:{s})" for s in sources)
         self.combined = _re2.compile(f"(?m){combined}".encode(), opts) if sources else None
@@ -285,7 +287,7 @@ class _Re2Candidates(_Candidates):
     def spans(self, chunk: bytes, end: int):
         if self.dirty:  # patterns retired since the last chunk (or by a caller that read ahead)
             self._build()
-        scan = chunk.translate(_CR_TO_LF) if b"\r" in chunk else chunk
+        scan = chunk.translate(_CR_TO_LF) if self.anchored and b"\r" in chunk else chunk
         pos = 0
         while self.combined is not None and pos < len(scan):
             m = self.combined.search(scan, pos)

@@ -37,7 +37,9 @@ class Pasted:
 
 def read(text: str) -> Pasted:
     """Facts from every dump found in `text`."""
-    lines = [_ANSI.sub("", t).rstrip("\r") for t in text.split("\n")]
+    if "\x1b" in text:  # once over the text, not once per line: most logs have no colour
+        text = _ANSI.sub("", text)
+    lines = [t.rstrip("\r") for t in text.split("\n")]
     out = Pasted()
     for parse in PARSERS:
         found = parse(lines)
