@@ -25,7 +25,13 @@ CORPORA = sorted(p for p in (REPO / "tests" / "corpus").glob("*.yaml") if p.name
 # error 803 is driver-library-mismatch, error 804 and a bare "couldn't communicate" carry no container
 # evidence) and 3 logs carry no signal of their label (a throttling thread whose log shows only step
 # times, a 67 C nvidia-smi table, three samples of a memory counter). The floor keeps what was gained.
-THRESHOLDS = {"independent-c.yaml": (0.80, 0.95)}
+# independent-d (session 17, the same families collected again by two assistants blind to the rules,
+# 70 cases): 0.825 top-1 before tuning (47/57, negatives 13/13), 0.982 after (56/57): versioned-symbol
+# loader errors for libcudart and the libcublas/libcublasLt pair, "<fn> symbol not found" from XLA,
+# old NCCL's "Socket creation failed", data time timed apart from the step, memory copied one value
+# per epoch (nvidia-smi "used / total", YOLO rows), collect_env rows without a colon, pre-11 CUDA
+# minor releases needing a newer driver.
+THRESHOLDS = {"independent-c.yaml": (0.80, 0.95), "independent-d.yaml": (0.95, 0.95)}
 
 
 @pytest.fixture(scope="module")

@@ -170,11 +170,13 @@ def docker_info(lines: list[str]) -> Found | None:
 # The CUDA that a plain `pip install torch==X.Y` wheel on Linux x86_64 is built for (PyPI default).
 TORCH_DEFAULT_CUDA = {"1.13": "11.7", "2.0": "11.7", "2.1": "12.1", "2.2": "12.1", "2.3": "12.1", "2.4": "12.1",
                       "2.5": "12.4", "2.6": "12.4", "2.7": "12.6", "2.8": "12.8", "2.9": "12.8"}
-_PKG = re.compile(r"^\s*(?P<name>torch|pytorch|tensorflow(?:-gpu)?|jax|jaxlib|nvidia-cuda-runtime-cu1[12]|pytorch-cuda|"
-                  r"cudatoolkit|cuda-version|cuda-runtime)\s+(?P<version>\d+(?:\.\d+)+[\w.+-]*)(?:\s+(?P<build>\S+))?"
+# `pip list`/`conda list` rows, and the same rows as collect_env prints them: "[pip3] torch==1.5.0",
+# "[conda] pytorch 1.5.0 py3.7_cuda10.2.89_cudnn7.6.5_0 pytorch".
+_PKG = re.compile(r"^\s*(?:\[(?:pip3?|conda)\]\s+)?(?P<name>torch|pytorch|tensorflow(?:-gpu)?|jax|jaxlib|nvidia-cuda-runtime-cu1[12]|pytorch-cuda|"
+                  r"cudatoolkit|cuda-version|cuda-runtime)(?:\s+|==)(?P<version>\d+(?:\.\d+)+[\w.+-]*)(?:\s+(?P<build>\S+))?"
                   r"(?:\s+(?P<channel>\S+))?\s*$")
 _COLLECT_ENV = re.compile(r"^(?P<key>PyTorch version|CUDA used to build PyTorch|Nvidia driver version|"
-                          r"Is CUDA available|CUDA runtime version):\s*(?P<value>.+?)\s*$")
+                          r"Is CUDA available|CUDA runtime version)(?::\s*|\s+(?=\d))(?P<value>.+?)\s*$")
 
 
 def _cuda_of_torch(version: str, build: str | None) -> str | None:
