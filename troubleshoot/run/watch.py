@@ -322,8 +322,8 @@ def sparkline(values: list[float], lo: float, hi: float, width: int = 40) -> str
 
 
 def _usable_cores() -> int | None:
-    """Cores the job may run on (its affinity: a cpuset or `taskset` narrows it), so that a job
-    that succeeded still has the core count to compare its CPU use with, without a probe."""
+    """Cores the job may run on: the wrapper's affinity, which the job inherits (a cpuset or
+    `taskset` narrows it). A job that succeeded is not probed, so the run facts carry it."""
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
