@@ -20,18 +20,20 @@ CORPORA = sorted(p for p in (REPO / "tests" / "corpus").glob("*.yaml") if p.name
     [SHARED / "corpus" / "dev.yaml"]
 # (top-1, negatives clean) each corpus must keep. independent-c (issue 10's families: undefined
 # symbols, nvidia-smi variants, numbers, pasted state, wrong-owner messages, AMP) scored 0.596 before
-# tuning and 0.830 after (39/47, negatives 9/9); the 95 % goal is not met: of the 8 misses, 4 are
-# labels that contradict the taxonomy's own examples (xformers load failure is extension-missing,
-# error 803 is driver-library-mismatch, error 804 and a bare "couldn't communicate" carry no container
-# evidence) and 3 logs carry no signal of their label (a throttling thread whose log shows only step
-# times, a 67 C nvidia-smi table, three samples of a memory counter). The floor keeps what was gained.
+# tuning, 0.830 after the first tuning and 0.851 after the second (40/47, negatives 9/9); the 95 % goal
+# is not met. Each of the 7 misses carries a `note` in the corpus: 3 labels contradict the taxonomy
+# or other corpora's labels for the same message (xformers load failure is extension-missing, error
+# 803 is driver-library-mismatch, error 804 is the driver older than the image's CUDA), and 4
+# excerpts carry no signal of their label (a bare "couldn't communicate" with no container in it,
+# steady step times, a 67 C nvidia-smi table, 3 samples of a memory counter); 3 of those 4 are the
+# same excerpts as independent-b cases. The floor keeps what was gained.
 # independent-d (session 17, the same families collected again by two assistants blind to the rules,
 # 70 cases): 0.825 top-1 before tuning (47/57, negatives 13/13), 0.982 after (56/57): versioned-symbol
 # loader errors for libcudart and the libcublas/libcublasLt pair, "<fn> symbol not found" from XLA,
 # old NCCL's "Socket creation failed", data time timed apart from the step, memory copied one value
 # per epoch (nvidia-smi "used / total", YOLO rows), collect_env rows without a colon, pre-11 CUDA
 # minor releases needing a newer driver.
-THRESHOLDS = {"independent-c.yaml": (0.80, 0.95), "independent-d.yaml": (0.95, 0.95)}
+THRESHOLDS = {"independent-c.yaml": (0.85, 0.95), "independent-d.yaml": (0.95, 0.95)}
 
 
 @pytest.fixture(scope="module")

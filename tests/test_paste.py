@@ -85,3 +85,63 @@ def test_pasted_facts_override_probed_ones_and_keep_the_rest():
     merged = paste.merge({"nvml": {"available": False, "gpus": []}, "io": {"cpu_count": 8}},
                          paste.read((PASTED / "lspci-rtx2060-x8.txt").read_text()))
     assert merged["nvml"]["gpus"][0]["pcie_width_current"] == 8 and merged["io"] == {"cpu_count": 8}
+
+
+def _dump_texts():
+    """Every real dump the tests and the shipped fact rules' examples hold."""
+    from troubleshoot.engine.ruleset import load_ruleset
+
+    texts = [p.read_text() for p in sorted(PASTED.glob("*.txt"))]
+    texts += [p.read_text() for p in sorted(MACHINES.glob("*/*.txt"))]
+    for rule in load_ruleset(use_config=False).rules:
+        if not rule.log:
+            texts += list(rule.examples.match) + list(rule.examples.no_match)
+    return texts
+
+
+def test_each_parser_needs_one_of_its_needles():
+    # The literal guard must never hide a dump: whatever a parser reads from a text, the text
+    # holds one of that parser's needles.
+    checked = 0
+    for text in _dump_texts():
+        lines = [t.rstrip("\r") for t in text.split("\n")]
+        for parse, needles in paste.PARSERS:
+            if parse(lines) is not None:
+                checked += 1
+                assert any(paste._holds(text, n) for n in needles), (parse.__name__, text[:200])
+    assert checked >= 10
+
+
+def test_a_log_without_dumps_is_never_split_into_lines(monkeypatch):
+    calls = []
+    spied = tuple((lambda lines, p=parse: calls.append(p.__name__) or p(lines), needles)
+                  for parse, needles in paste.PARSERS)
+    monkeypatch.setattr(paste, "PARSERS", spied)
+    log = "".join(f"step {i} loss {1 / (i + 1):.4f} lr 3e-4\n" for i in range(2000)) + (
+        "Traceback (most recent call last):\n"
+        '  File "/opt/conda/lib/python3.10/site-packages/torch/nn/modules/module.py", line 1501, in _call_impl\n'
+        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 7.79 GiB total capacity)\n")
+    assert not paste.read(log) and calls == []
+    assert paste.read(log + "torch                     1.8.0+cu101\n") and calls == ["packages"]
+
+
+@pytest.mark.parametrize("line,value", [
+    ("CUDA_VISIBLE_DEVICES=0,1,2,3", "0,1,2,3"),  # env | grep CUDA (pytorch/pytorch#38616)
+    ("export CUDA_VISIBLE_DEVICES=\"1\"", "1"),
+    ("(venv) user@node1 run# CUDA_VISIBLE_DEVICES=2 python train.py --bs 8", "2"),
+    ("root@3f2c:/workspace$ export CUDA_VISIBLE_DEVICES=MIG-89c850dc-38e3-57df-85c7-690c186b68e9",
+     "MIG-89c850dc-38e3-57df-85c7-690c186b68e9"),
+])
+def test_pasted_device_selection_is_the_env_of_the_job(line, value):
+    got = paste.read(f"some output\n{line}\nmore output\n")
+    assert got.facts["env"] == {"CUDA_VISIBLE_DEVICES": value}
+    assert got.lines["env.CUDA_VISIBLE_DEVICES"] == (2, line)
+
+
+@pytest.mark.parametrize("line", [
+    "# CUDA_VISIBLE_DEVICES=0 python train.py",  # a comment in a pasted script
+    "os.environ['CUDA_VISIBLE_DEVICES'] = '0'",
+    "Setting up with CUDA_VISIBLE_DEVICES=0 from the launcher",
+])
+def test_mentions_of_the_variable_are_not_its_value(line):
+    assert "env" not in paste.read(line + "\n").facts

@@ -44,6 +44,8 @@ def test_examples_are_diagnosed_from_what_really_happened(tmp_path, script, symp
     symptoms = [d["symptom"] for d in doc["diagnoses"]]
     assert symptoms and symptoms[0] == symptom, (symptoms, p.stderr.decode()[-1500:])
     assert log.stat().st_size > 0
+    if (doc.get("run") or {}).get("samples"):  # what the input-pipeline rules compare CPU use with
+        assert doc["run"]["cpu_count"] == len(os.sched_getaffinity(0))
 
 
 JOB = r"""

@@ -232,3 +232,26 @@ def packages(lines: list[str]) -> Found | None:
         if re.fullmatch(r"\d+\.\d+(?:\.\d+)?", value):
             found.put("nvml", "driver_version", value, i)
     return found if found.facts else None
+
+
+# ------------------------------------------------------------------------ env (printenv, export, VAR=... cmd)
+
+# The device-selection variables rules read; a pasted `env | grep CUDA`, an `export` line or a
+# command run as `CUDA_VISIBLE_DEVICES=0 python train.py`, after an optional shell prompt.
+PASTED_ENV = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
+_ENV_LINE = re.compile(r"^(?:.*\S[$#]\s+|\$\s+)?(?:export\s+)?(?P<name>" + "|".join(PASTED_ENV) +
+                       r")=(?P<value>\"[^\"]*\"|'[^']*'|[^\s;&|]*)")
+
+
+def environment(lines: list[str]) -> Found | None:
+    found = Found()
+    env: dict[str, str] = {}
+    for i, text in enumerate(lines):
+        m = _ENV_LINE.match(text.strip()) if "VISIBLE_DEVICES=" in text else None
+        if m and m.group("name") not in env:
+            env[m.group("name")] = m.group("value").strip("\"'")
+            found.lines[f"env.{m.group('name')}"] = i
+    if not env:
+        return None
+    found.facts["env"] = env  # the env area has no "available" key: its keys are variable names
+    return found

@@ -246,6 +246,7 @@ class Watcher:
         out["gpu_util_avg"] = round(sum(util) / len(util), 1) if util else None
         span = s[-1].t - s[0].t
         out["cpu_cores_avg"] = round((s[-1].cpu_s - s[0].cpu_s) / span, 2) if span > 0 else None
+        out["cpu_count"] = _usable_cores()
         out["read_mb_s"] = round((s[-1].read_bytes - s[0].read_bytes) / 1e6 / span, 2) if span > 0 else None
         out["io_stall"] = bool(out["gpu_util_avg"] is not None and out["gpu_util_avg"] < 30
                                and (out["iowait_avg"] or 0) > 20)
@@ -318,6 +319,15 @@ def sparkline(values: list[float], lo: float, hi: float, width: int = 40) -> str
                   for i in range(width)]
     span = (hi - lo) or 1.0
     return "".join(SPARK[min(len(SPARK) - 1, max(0, int((v - lo) / span * (len(SPARK) - 1) + 0.5)))] for v in values)
+
+
+def _usable_cores() -> int | None:
+    """Cores the job may run on: the wrapper's affinity, which the job inherits (a cpuset or
+    `taskset` narrows it). A job that succeeded is not probed, so the run facts carry it."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count()
 
 
 def _cgroup_limit() -> float | None:
