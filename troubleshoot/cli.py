@@ -139,6 +139,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         args.plugins = args.plugins + getattr(args, "sub_plugins", [])
+        from troubleshoot import cli_paths
+
+        # fleet's --python is a path on each node, not here
+        cli_paths.check(args, skip=("python",) if args.command == "fleet" else ())
         if args.command == "diagnose":
             return cmd_diagnose(args)
         if args.command == "probe":
@@ -379,6 +383,7 @@ def cmd_rules(args) -> int:
                                            f"{', '.join(broken)}" if broken else ""))
         return 1 if failures or broken else 0
     if sub == "list":
+        _warn_problems(ruleset)
         return _rules_list(ruleset, args.format)
     if sub == "symptoms":
         _warn_problems(ruleset)

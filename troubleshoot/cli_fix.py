@@ -109,8 +109,10 @@ def _requests(args, plugins) -> list[tuple[str, dict]]:
                 stream.close()
         found = [d for d in diagnose([rule], scan, None) if d.rule.id == rule.id]
         if not found:
-            raise TroubleshootError(f"rule {args.rule!r} does not fire on {args.log}; see `troubleshoot rules why "
-                                    f"{args.rule} --log {args.log}`")
+            why = ["troubleshoot", "rules", "why", args.rule, "--log", args.log]
+            for d in args.rules:
+                why += ["--rules", d]
+            raise TroubleshootError(f"rule {args.rule!r} does not fire on {args.log}; see `{shlex.join(why)}`")
         fixes = [(f.fixer, dict(f.params)) for f in found[0].fixes]
     else:
         from troubleshoot.engine.diagnose import render_fix
