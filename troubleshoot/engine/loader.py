@@ -217,6 +217,17 @@ def load_rule_file(path: Path, pack: str, taxonomy: dict[str, str]) -> RuleFile:
     return _load_rule_file(path, pack, taxonomy, out, data, traps)
 
 
+def load_rule_text(text: str, path: Path, pack: str, taxonomy: dict[str, str]) -> RuleFile:
+    """Rules of a file's text not yet written (no cache): `rules new` checks what it will write."""
+    out = RuleFile(path=str(path))
+    try:
+        data, traps = yamldoc.load(text)
+    except yamldoc.YamlError as exc:
+        out.problems.append(Problem(path, exc.line, exc.message))
+        return out
+    return _load_rule_file(path, pack, taxonomy, out, data, traps)
+
+
 def _load_rule_file(path: Path, pack: str, taxonomy: dict[str, str], out: RuleFile, data, traps) -> RuleFile:
     trap_lines = {t.line for t in traps}
     out.problems += [Problem(path, t.line, t.message) for t in traps]
