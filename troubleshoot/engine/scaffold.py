@@ -32,7 +32,7 @@ PARTS = (
      r"[0-9a-fA-F:.]+", None),
     # v1.2 or 1.2.3 (a plain 0.231 is a number: a loss, a time)
     ("version", re.compile(r"(?<![\w.])(?:v\d+(?:\.\d+)+|\d+(?:\.\d+){2,3})(?:[-+][\w.]+)?(?![\w.])"),
-     r"(?P<{name}>v?\d+(?:\.\d+)+(?:[-+][\w.]+)?)", "version"),
+     r"(?P<{name}>v?\d+\.[\d.]+(?:[-+][\w.]+)?)", "version"),  # no nested repetition: lint warns on it
     ("hexid", re.compile(r"(?<!\w)(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{8,}(?!\w)"), r"[0-9a-f]+", None),
     ("number", re.compile(r"(?<![\w.])\d+(?:\.\d+)?"), r"\d+(?:\.\d+)?", None),
 )
