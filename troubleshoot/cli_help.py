@@ -41,7 +41,7 @@ HELP: dict[tuple[str, ...], tuple[str, tuple[str, ...]]] = {
         "The fixers that rules can name in `fixes:`, shipped and from plugins. With no subcommand: list them.",
         ("troubleshoot fixers",
          "troubleshoot fixers list --format json",
-         "troubleshoot -p ./plugin.py fixers list")),
+         "troubleshoot fixers list -p ./plugin.py")),
     ("fixers", "list"): (
         "List every fixer with its parameters (NAME? is optional).",
         ("troubleshoot fixers list",
