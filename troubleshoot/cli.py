@@ -187,12 +187,19 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
 
-def _warn_problems(ruleset) -> None:
+def command_line(*words: str, args=None) -> str:
+    """A command to print as a hint, repeating the --rules/-p of this one so that it copy-pastes."""
+    import shlex
+
+    return shlex.join(["troubleshoot", *words, *(_hint_args(args) if args is not None else [])])
+
+
+def _warn_problems(ruleset, args=None) -> None:
     problems = ruleset.problems
     for p in problems[:MAX_WARNINGS]:
         print(f"{PROG}: {'warning: ' if p.level == 'error' else ''}{p}", file=sys.stderr)  # a warning says so itself
     if len(problems) > MAX_WARNINGS:
-        print(f"{PROG}: warning: ... and {len(problems) - MAX_WARNINGS} more (run `troubleshoot rules lint`)",
+        print(f"{PROG}: warning: ... and {len(problems) - MAX_WARNINGS} more (run `{command_line('rules', 'lint', args=args)}`)",
               file=sys.stderr)
 
 
@@ -254,7 +261,7 @@ def cmd_diagnose(args) -> int:
     logs = log_sources(specs)  # a bad path fails before seconds of probing
     facts = _facts_sources(args, plugins)
     result = pipeline.diagnose_sources(Sources(logs, facts), ruleset)
-    _warn_problems(result.ruleset)
+    _warn_problems(result.ruleset, args)
     facts_source = facts[0].origin if facts else None
     source = result.source if facts_source is None or logs else facts_source
     if args.format == "json":
@@ -370,7 +377,7 @@ def cmd_rules(args) -> int:
     if sub == "test":
         from troubleshoot.engine.examples import check_examples
 
-        _warn_problems(ruleset)
+        _warn_problems(ruleset, args)
         from troubleshoot import paste
 
         checked, failures = check_examples(ruleset.rules, facts_of=lambda text: paste.read(text).facts)
@@ -383,13 +390,13 @@ def cmd_rules(args) -> int:
                                            f"{', '.join(broken)}" if broken else ""))
         return 1 if failures or broken else 0
     if sub == "list":
-        _warn_problems(ruleset)
+        _warn_problems(ruleset, args)
         return _rules_list(ruleset, args.format)
     if sub == "symptoms":
-        _warn_problems(ruleset)
+        _warn_problems(ruleset, args)
         return _rules_symptoms(ruleset, args.format)
     if sub == "show":
-        return _rules_show(ruleset, args.id)
+        return _rules_show(ruleset, args.id, args)
     if sub == "patterns":
         from troubleshoot.engine.ere import to_ere
 
@@ -438,10 +445,10 @@ def _rules_symptoms(ruleset, fmt: str) -> int:
     return 0
 
 
-def _rules_show(ruleset, rule_id: str) -> int:
+def _rules_show(ruleset, rule_id: str, args=None) -> int:
     r = ruleset.get(rule_id)
     if r is None:
-        raise TroubleshootError(f"no rule with id {rule_id!r} (see `troubleshoot rules list`)")
+        raise TroubleshootError(f"no rule with id {rule_id!r} (see `{command_line('rules', 'list', args=args)}`)")
     out = [f"{r.id}  ({r.origin}, pack {r.origin.pack})", f"  symptom:    {r.symptom}", f"  title:      {r.title}",
            f"  severity:   {r.severity}", f"  confidence: {r.confidence}"]
     if r.downstream_of:

@@ -100,7 +100,9 @@ def _requests(args, plugins) -> list[tuple[str, dict]]:
     ruleset = pipeline.load_rules(args.rules, plugins)
     rule = ruleset.get(args.rule)
     if rule is None:
-        raise TroubleshootError(f"no rule with id {args.rule!r} (see `troubleshoot rules list`)")
+        from troubleshoot.cli import command_line
+
+        raise TroubleshootError(f"no rule with id {args.rule!r} (see `{command_line('rules', 'list', args=args)}`)")
     if not rule.fixes:
         raise TroubleshootError(f"rule {args.rule!r} names no fixes")
     if args.log:
