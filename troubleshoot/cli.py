@@ -39,11 +39,11 @@ def format_help(*choices: str) -> str:
     return "; ".join(FORMAT_HELP.get(c, c) for c in choices)
 
 
-def _add_plugin_arg(p: argparse.ArgumentParser, top: bool) -> None:
-    # Accepted before and after the subcommand. A subcommand's parser fills its own namespace,
-    # which argparse then copies over the top one: the two lists need different names.
-    p.add_argument("-p", "--plugin", dest="plugins" if top else "sub_plugins", metavar="MODULE", action="append",
-                   default=[] if top else argparse.SUPPRESS, help=PLUGIN_HELP)
+def _add_plugin_arg(p: argparse.ArgumentParser, depth: int) -> None:
+    # Accepted before and after each subcommand. A subcommand's parser fills its own namespace,
+    # which argparse then copies over its parent's: each level needs a list of its own.
+    p.add_argument("-p", "--plugin", dest=f"plugins_{depth}" if depth else "plugins", metavar="MODULE",
+                   action="append", default=argparse.SUPPRESS if depth else [], help=PLUGIN_HELP)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     ap = _Parser(prog=PROG)
     ap.add_argument("--version", action="version", version=f"{PROG} {__version__}")
-    _add_plugin_arg(ap, top=True)
+    _add_plugin_arg(ap, 0)
     sub = ap.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     d = sub.add_parser("diagnose", help="diagnose a log (file, '-' or piped stdin)")
@@ -127,9 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="FILE", help="write the rule file here (default: print it; with --rules DIR: "
                                                   "DIR/RULE_ID.yaml)")
     _add_rules_arg(p)
-    for _, p in cli_help.subparsers(ap):
-        if p is not ap:
-            _add_plugin_arg(p, top=False)
+    for path, p in cli_help.subparsers(ap):
+        if path:
+            _add_plugin_arg(p, len(path))
     cli_help.apply(ap)
     return ap
 
@@ -138,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args = build_parser().parse_args(argv)
-        args.plugins = args.plugins + getattr(args, "sub_plugins", [])
+        args.plugins = args.plugins + [m for depth in (1, 2) for m in getattr(args, f"plugins_{depth}", [])]
         from troubleshoot import cli_paths
 
         # fleet's --python is a path on each node, not here

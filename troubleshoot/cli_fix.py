@@ -66,9 +66,11 @@ def cmd_fixers(args, plugins) -> int:
     if getattr(args, "format", "text") == "json":
         print(json.dumps({"schema": 1, "fixers": rows}, indent=2, default=str))
         return 0
-    for r in rows:
+    from troubleshoot.textsafe import terminal_safe
+
+    for r in rows:  # a plugin's words are data too
         params = " ".join(f"{p['name']}{'' if p['required'] else '?'}" for p in r["params"])
-        print(f"{r['id']:<28} {r['title']}" + (f"   [{params}]" if params else ""))
+        print(terminal_safe(f"{r['id']:<28} {r['title']}" + (f"   [{params}]" if params else ""), keep_newlines=False))
     return 0
 
 
@@ -306,7 +308,9 @@ def cmd_history(args) -> int:
         return 0
     if not rows:
         print("No fixes applied yet.")
+    from troubleshoot.textsafe import terminal_safe
+
     for r in rows:
         where = f" under {r['root']}" if r.get("root") else ""
-        print(f"{r['id']:<52} {r['status']:<13} {r.get('title') or r.get('error')}{where}")
+        print(terminal_safe(f"{r['id']:<52} {r['status']:<13} {r.get('title') or r.get('error')}{where}", False))
     return 0
