@@ -54,3 +54,19 @@ def test_diagnose_help_shows_three_invocations_and_the_options():
     assert "fixers list" in run_cli("fix", "--help").stdout.decode()
     undo = run_cli("undo", "--help").stdout.decode()
     assert "troubleshoot history" in undo
+
+
+def test_sample_logs_readme_commands_parse():
+    import re
+
+    from conftest import REPO
+
+    text = (REPO / "examples" / "logs" / "README.md").read_text()
+    commands = [ln.split("#")[0].strip() for block in re.findall(r"```sh\n(.*?)```", text, re.S)
+                for ln in block.splitlines() if ln.startswith("troubleshoot ")]
+    assert len(commands) >= 5
+    for command in commands:
+        cli.build_parser().parse_args(shlex.split(command)[1:])
+        for word in shlex.split(command):
+            if word.startswith("examples/"):
+                assert (REPO / word).is_file(), word
