@@ -20,7 +20,7 @@ rules:
   match:
     log: ['HOSTILE (?P<what>.*)$']
   explain: |
-    **Bold** words, `code`, [red]not red[/red] and the captured text: {what}
+    **Bold** words, `code`, [red]not red[/red], kill <pid> and the captured text: {what}
   fixes:
     - fixer: advice
       title: "[blink]advice[/blink]"
@@ -58,7 +58,7 @@ def test_rule_and_log_text_never_becomes_markup_or_escapes(rules_dir, colour):
     assert p.returncode == 0, p.stderr
     plain = re.sub(r"\x1b\[[0-9;]*m", "", out)
     assert "[bold]not bold[/bold] at [/dev/shm] and [link=http://x]y[/link]" in plain
-    assert "[red]not red[/red]" in plain and "[blink]advice[/blink]" in plain
+    assert "[red]not red[/red], kill <pid> and" in plain and "[blink]advice[/blink]" in plain
     assert "\\x07bell \\x1bc reset \\x9b31m c1 [/dev/shm] [bold]x" in plain  # shown, not obeyed
     assert only_sgr(out)
     assert "df -h /dev/shm" in plain and "Avail" in plain and "**Avail**" not in plain

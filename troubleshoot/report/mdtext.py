@@ -61,5 +61,12 @@ def to_terminal(markdown: str, width: int, colour: bool) -> str:
     buf = io.StringIO()
     console = Console(file=buf, force_terminal=colour, no_color=not colour, color_system="standard" if colour else None,
                       width=max(width, 20), markup=False, emoji=False, highlight=False, legacy_windows=False)
-    console.print(Markdown(terminal_safe(markdown), hyperlinks=False, code_theme="ansi_dark"))
+    text = terminal_safe(markdown)
+    md = Markdown(text, hyperlinks=False, code_theme="ansi_dark")
+    # Rich's parser takes HTML and drops it: `kill <pid>` or a `<host-1a2b>` placeholder would
+    # lose words. Parsed again with HTML off, every `<...>` stays text.
+    from markdown_it import MarkdownIt
+
+    md.parsed = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table").parse(text)
+    console.print(md)
     return "\n".join(ln.rstrip() for ln in buf.getvalue().rstrip("\n").splitlines())  # Rich pads to the width
