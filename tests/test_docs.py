@@ -15,6 +15,15 @@ from troubleshoot.engine.ruleset import load_ruleset
 from troubleshoot.fixes.registry import load_fixers
 from troubleshoot.plugins import load_plugins
 
+def _schema():
+    import json
+
+    import jsonschema
+
+    return jsonschema.Draft202012Validator(json.loads((REPO / "docs" / "rule.schema.json").read_text()))
+
+
+SCHEMA = _schema()
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 DOCS = sorted((REPO / "docs").glob("*.md"))
 
@@ -34,6 +43,8 @@ def test_yaml_examples_lint_clean_and_pass_their_examples(doc, tmp_path):
             (folder / f"{i}" / "symptoms.yaml").write_text(body)
         elif isinstance(data, list) or (isinstance(data, dict) and set(data) & {"rules", "disable"}):
             (folder / f"{i}.yaml").write_text(body)
+            errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in SCHEMA.iter_errors(data)]
+            assert errors == [], f"{doc.name}: YAML block {i} against docs/rule.schema.json: {errors}"
         else:
             pytest.fail(f"{doc.name}: YAML block {i} is neither a rule file nor a symptoms file:\n{body[:200]}")
     # A doc's fixer plugin (a ```python block that starts with `# plugin.py`) is loaded with -p.
