@@ -86,8 +86,10 @@ def _import_file(name: str):
         sys.path.append(folder)
     module_name = path.stem
     existing = sys.modules.get(module_name)
-    if existing is not None and Path(getattr(existing, "__file__", "") or "").resolve() == path.resolve():
-        return existing
+    if existing is not None:
+        if Path(getattr(existing, "__file__", "") or "").resolve() == path.resolve():
+            return existing
+        module_name = f"troubleshoot_plugin_{path.stem}"  # never shadow a module already imported
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise TroubleshootError(f"cannot load plugin file {name!r} (-p): not a Python module")
