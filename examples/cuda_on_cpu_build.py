@@ -1,6 +1,6 @@
 """A training step that moves its model to the GPU: fails for real on a CPU-only PyTorch build.
 
-    python examples/cuda_on_cpu_build.py     # symptom: framework-cuda-unavailable
+    troubleshoot run -- python examples/cuda_on_cpu_build.py   # symptom: framework-cuda-unavailable
 """
 
 import torch

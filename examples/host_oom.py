@@ -1,7 +1,7 @@
 """A DataLoader worker that needs more memory than its limit allows (here `ulimit -v`, as a
 cluster's per-job memory limit would): the worker dies and takes the job down.
 
-    python examples/host_oom.py              # symptom: host-oom
+    troubleshoot run -- python examples/host_oom.py   # symptom: host-oom
 """
 
 import resource

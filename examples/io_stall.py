@@ -1,7 +1,7 @@
 """A dataset read through a throttled pipe (a slow network filesystem, a cold object store):
 the training loop spends almost all of each step waiting for data.
 
-    python examples/io_stall.py              # symptom: io-stall
+    troubleshoot run -- python examples/io_stall.py   # symptom: io-stall
 Prints progress the way the PyTorch ImageNet example does: step time and data time.
 """
 

@@ -1,7 +1,7 @@
 """Gradient descent with a learning rate far too large: the loss overflows to inf, then NaN,
 and autograd's anomaly detection stops the run at the backward op that produced the NaN.
 
-    python examples/nan_loss_anomaly.py      # symptom: nan-loss
+    troubleshoot run -- python examples/nan_loss_anomaly.py   # symptom: nan-loss
 """
 
 import torch

@@ -1,7 +1,7 @@
 """DataLoader workers hand tensors to the main process through file descriptors; under a tiny
 open-files limit the main process runs out of them.
 
-    python examples/too_many_open_files.py   # symptom: too-many-open-files
+    troubleshoot run -- python examples/too_many_open_files.py   # symptom: too-many-open-files
 """
 
 import resource

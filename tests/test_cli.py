@@ -135,7 +135,7 @@ def test_rules_why_traces_lines_and_reasons(rules_dir, tmp_path):
     log.write_text("x\nERROR DATASET /mnt/a NOT MOUNTED\n")
     p = run_cli("rules", "why", "team-dataset-missing", "--log", str(log), "--rules", str(d))
     out = p.stdout.decode()
-    assert p.returncode == 0 and "FIRED" in out and "line 2: ERROR DATASET /mnt/a NOT MOUNTED" in out
+    assert p.returncode == 0 and ": fired" in out and "line 2: ERROR DATASET /mnt/a NOT MOUNTED" in out
     log.write_text("nothing here\n")
     out = run_cli("rules", "why", "team-dataset-missing", "--log", str(log), "--rules", str(d)).stdout.decode()
     assert "did not fire: no line matched match.log" in out

@@ -128,7 +128,8 @@ def test_cli_redact_flag(tmp_path):
     snap = json.loads(p.stdout)
     import socket
 
-    assert snap["redacted"] is True and socket.gethostname() not in p.stdout.decode()
+    host = re.escape(socket.gethostname())  # as a name: a host `vm` is inside every "nvml"
+    assert snap["redacted"] is True and not re.search(rf"(?<![\w.-]){host}(?![\w-])", p.stdout.decode())
 
 
 def test_docs_list_every_fact():
@@ -155,3 +156,17 @@ def test_lint_rejects_undocumented_facts(rules_dir):
     assert "nvml.gpus[].fan_rpm, a fact no probe documents" in out
     assert "nvml.drivr_version, a fact no probe documents" in out
     assert "env.ANY_VAR" not in out
+
+
+def test_redaction_replaces_whole_names_only():
+    # A host named `vm` is inside `nvml`: the NVML area and its error must survive redaction,
+    # or the redacted snapshot warns "no 'nvml' facts" and loses the reason NVML failed.
+    snap = {"schema": 1, "host": {"available": True, "hostname": "vm", "user": "ana", "home": "/home/ana"},
+            "nvml": {"available": False, "error": "nvmlInit failed: NVML Shared Library Not Found", "gpus": []},
+            "env": {"MASTER_ADDR": "vm", "SLURM_NODELIST": "vm,vm2", "PROMPT": "ana@vm:~"}}
+    red = snapshot.redact(snap)
+    assert red["nvml"] == snap["nvml"]
+    host = red["host"]["hostname"]
+    assert re.fullmatch(r"<host-[0-9a-f]{8}>", host)
+    assert red["env"]["MASTER_ADDR"] == host and red["env"]["SLURM_NODELIST"] == f"{host},vm2"
+    assert "ana" not in json.dumps(red["env"]) and "vm:" not in json.dumps(red["env"])

@@ -29,11 +29,29 @@ def _add_rules_arg(p: argparse.ArgumentParser) -> None:
                    help="extra rule folder (repeatable); adds to, overrides or disables shipped rules")
 
 
+PLUGIN_HELP = ("load a local plugin (repeatable), as if installed by entry point: a module name "
+               "(found in the current folder too) or a file path like ./plugin.py")
+FORMAT_HELP = {"text": "text: for people (default)", "json": "json: the stable contract for scripts (docs/json-output.md)",
+               "markdown": "markdown: a report to paste into an issue"}
+
+
+def format_help(*choices: str) -> str:
+    return "; ".join(FORMAT_HELP.get(c, c) for c in choices)
+
+
+def _add_plugin_arg(p: argparse.ArgumentParser, depth: int) -> None:
+    # Accepted before and after each subcommand. A subcommand's parser fills its own namespace,
+    # which argparse then copies over its parent's: each level needs a list of its own.
+    p.add_argument("-p", "--plugin", dest=f"plugins_{depth}" if depth else "plugins", metavar="MODULE",
+                   action="append", default=argparse.SUPPRESS if depth else [], help=PLUGIN_HELP)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    ap = _Parser(prog=PROG, description="Diagnose failing or slow AI training jobs on NVIDIA GPUs.")
+    from troubleshoot import cli_help
+
+    ap = _Parser(prog=PROG)
     ap.add_argument("--version", action="version", version=f"{PROG} {__version__}")
-    ap.add_argument("-p", dest="plugins", metavar="MODULE", action="append", default=[],
-                    help="load a local plugin module (repeatable), as if installed by entry point")
+    _add_plugin_arg(ap, 0)
     sub = ap.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     d = sub.add_parser("diagnose", help="diagnose a log (file, '-' or piped stdin)")
@@ -41,14 +59,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="log file, folder of per-rank logs, glob, or '-' for stdin (default: stdin when "
                         "piped); repeatable: the logs of one job are diagnosed together")
     _add_rules_arg(d)
-    d.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    d.add_argument("--format", choices=("text", "json", "markdown"), default="text",
+                   help=format_help("text", "json", "markdown"))
+    d.add_argument("--fail-on", choices=("error", "warning", "info"), metavar="SEVERITY",
+                   help="exit 1 when a diagnosis of SEVERITY (error, warning or info) or worse is found: "
+                        "fails a CI step")
     d.add_argument("--no-probe", action="store_true", help="do not probe this machine (log only)")
     d.add_argument("--snapshot", metavar="FILE", help="diagnose against a saved snapshot instead of this machine")
     d.add_argument("--python", metavar="PATH", help="interpreter whose frameworks to probe (a venv or conda env)")
     d.add_argument("--follow", metavar="PATH", help="follow a growing log: print new diagnoses as the job writes")
     d.add_argument("--pid", type=int, metavar="PID", help="watch a running job's process until it ends")
     d.add_argument("--all", action="store_true", help="text: show every diagnosis, not the top 5")
-    d.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    d.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                   help="text: colours and rendered Markdown on a terminal (auto), always, or plain text (never)")
 
     t = sub.add_parser("tui", help="the interactive terminal UI (also: troubleshoot with no command)")
     t.add_argument("--log", metavar="PATH", help="log file to diagnose")
@@ -59,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_rules_arg(t)
 
     pr = sub.add_parser("probe", help="read this machine (GPUs, driver, CUDA, frameworks, Docker, IO)")
-    pr.add_argument("--format", choices=("text", "json"), default="text")
+    pr.add_argument("--format", choices=("text", "json"), default="text", help=format_help("text", "json"))
     pr.add_argument("--save", metavar="FILE", help="also save the snapshot as JSON to FILE")
     pr.add_argument("--redact", action="store_true",
                     help="replace hostnames, IP/MAC addresses, user names and home paths with placeholders")
@@ -75,26 +98,39 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_fleet.add_parser(sub, _add_rules_arg, _Parser)
 
-    r = sub.add_parser("rules", help="list, show, lint, test and trace rules")
+    r = sub.add_parser("rules", help="list, show, lint, test, trace and scaffold rules; list symptom ids")
     rsub = r.add_subparsers(dest="rules_command", metavar="SUBCOMMAND", parser_class=_Parser)
     for name, helptext in (("lint", "check rule files; file:line: message for each problem"),
                            ("test", "run every rule's examples"),
-                           ("list", "list the effective rules and where each came from"),
+                           ("list", "list the effective rules and where each came from (the default)"),
+                           ("symptoms", "list every symptom id (shipped and team) and where each comes from"),
                            ("patterns", "print every log pattern, one per line (ERE for grep -E -f)")):
         p = rsub.add_parser(name, help=helptext)
         _add_rules_arg(p)
-        if name in ("list",):
-            p.add_argument("--format", choices=("text", "json"), default="text")
+        if name in ("list", "symptoms"):
+            p.add_argument("--format", choices=("text", "json"), default="text", help=format_help("text", "json"))
         if name == "patterns":
-            p.add_argument("--syntax", choices=("ere", "python"), default="ere")
+            p.add_argument("--syntax", choices=("ere", "python"), default="ere",
+                           help="ere: POSIX extended regexes for grep -E -f (default); python: as written in the rules")
     p = rsub.add_parser("show", help="show one rule")
-    p.add_argument("id")
+    p.add_argument("id", metavar="RULE_ID", help="a rule id (see `troubleshoot rules list`)")
     _add_rules_arg(p)
     p = rsub.add_parser("why", help="trace why a rule did or did not fire on a log")
-    p.add_argument("id")
-    p.add_argument("--log", metavar="PATH", help="log file or '-'")
+    p.add_argument("id", metavar="RULE_ID", help="a rule id (see `troubleshoot rules list`)")
+    p.add_argument("--log", metavar="PATH", help="log file or '-' (default: stdin when piped)")
     p.add_argument("--snapshot", metavar="FILE", help="facts from a saved snapshot")
     _add_rules_arg(p)
+    p = rsub.add_parser("new", help="scaffold a rule file from a pasted log line")
+    p.add_argument("line", metavar="LOG_LINE", help="the log line the rule should match ('-': read it from stdin)")
+    p.add_argument("--id", metavar="RULE_ID", help="the new rule's id (default: team- and words of the line)")
+    p.add_argument("--symptom", metavar="SYMPTOM", help="its symptom id (see `troubleshoot rules symptoms`)")
+    p.add_argument("--out", metavar="FILE", help="write the rule file here (default: print it; with --rules DIR: "
+                                                  "DIR/RULE_ID.yaml)")
+    _add_rules_arg(p)
+    for path, p in cli_help.subparsers(ap):
+        if path:
+            _add_plugin_arg(p, len(path))
+    cli_help.apply(ap)
     return ap
 
 
@@ -102,6 +138,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args = build_parser().parse_args(argv)
+        args.plugins = args.plugins + [m for depth in (1, 2) for m in getattr(args, f"plugins_{depth}", [])]
+        from troubleshoot import cli_paths
+
+        # fleet's --python is a path on each node, not here
+        cli_paths.check(args, skip=("python",) if args.command == "fleet" else ())
         if args.command == "diagnose":
             return cmd_diagnose(args)
         if args.command == "probe":
@@ -142,13 +183,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
-def _warn_problems(ruleset) -> None:
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def command_line(*words: str, args=None) -> str:
+    """A command to print as a hint, repeating the --rules/-p of this one so that it copy-pastes."""
+    import shlex
+
+    return shlex.join(["troubleshoot", *words, *(_hint_args(args) if args is not None else [])])
+
+
+def _warn_problems(ruleset, args=None) -> None:
     problems = ruleset.problems
     for p in problems[:MAX_WARNINGS]:
-        print(f"{PROG}: warning: {p}", file=sys.stderr)
+        print(f"{PROG}: {'warning: ' if p.level == 'error' else ''}{p}", file=sys.stderr)  # a warning says so itself
     if len(problems) > MAX_WARNINGS:
-        print(f"{PROG}: warning: ... and {len(problems) - MAX_WARNINGS} more (run `troubleshoot rules lint`)",
+        print(f"{PROG}: warning: ... and {len(problems) - MAX_WARNINGS} more (run `{command_line('rules', 'lint', args=args)}`)",
               file=sys.stderr)
+
+
+def _use_rich(choice: str) -> bool:
+    """Markdown rendered for a terminal (Rich); plain text without its marks when piped or `never`."""
+    if choice == "always":
+        return True
+    return choice != "never" and sys.stdout.isatty()
 
 
 def _use_colour(choice: str) -> bool:
@@ -202,7 +261,7 @@ def cmd_diagnose(args) -> int:
     logs = log_sources(specs)  # a bad path fails before seconds of probing
     facts = _facts_sources(args, plugins)
     result = pipeline.diagnose_sources(Sources(logs, facts), ruleset)
-    _warn_problems(result.ruleset)
+    _warn_problems(result.ruleset, args)
     facts_source = facts[0].origin if facts else None
     source = result.source if facts_source is None or logs else facts_source
     if args.format == "json":
@@ -223,8 +282,29 @@ def cmd_diagnose(args) -> int:
 
             sys.stdout.write(terminal_safe(result.headline) + "\n\n")
         sys.stdout.write(text.render(result.diagnoses, colour=_use_colour(args.color),
-                                     limit=None if args.all else 5, source=source))
-    return 0
+                                     limit=None if args.all else 5, source=source,
+                                     hint_args=_hint_args(args), rich=_use_rich(args.color)))
+    return _fail_on(args.fail_on, result.diagnoses)
+
+
+def _fail_on(threshold: str | None, diagnoses) -> int:
+    """1 when a diagnosis is at least as severe as `threshold` (SEVERITIES runs worst first)."""
+    from troubleshoot.model import SEVERITIES
+
+    if threshold is None:
+        return 0
+    worst = SEVERITIES.index(threshold)
+    return 1 if any(SEVERITIES.index(d.severity) <= worst for d in diagnoses) else 0
+
+
+def _hint_args(args) -> list[str]:
+    """The options a printed command line must repeat to see the same rules and plugins."""
+    out: list[str] = []
+    for d in getattr(args, "rules", None) or []:
+        out += ["--rules", d]
+    for p in getattr(args, "plugins", None) or []:
+        out += ["-p", p]
+    return out
 
 
 def cmd_tui(args) -> int:
@@ -264,9 +344,15 @@ def cmd_probe(args) -> int:
 def cmd_rules(args) -> int:
     sub = args.rules_command
     if sub is None:
-        raise TroubleshootError("rules needs a subcommand: lint, test, list, show, why, patterns")
+        # Like `fixers`: the group's read-only listing is what someone exploring it wants to see;
+        # the other subcommands need arguments or change nothing without them.
+        sub, args.rules, args.format = "list", [], "text"
     if sub == "why":
         return cmd_why(args)
+    if sub == "new":
+        from troubleshoot import cli_rules_new
+
+        return cli_rules_new.cmd_new(args, _plugins(args))
     from troubleshoot import pipeline
 
     plugins = _plugins(args)
@@ -285,24 +371,32 @@ def cmd_rules(args) -> int:
             print(p)
         errors = [p for p in problems if p.level == "error"]
         sys.stdout.flush()
-        print(f"{len(ruleset.rules)} rules, {len(errors)} errors, {len(problems) - len(errors)} warnings",
-              file=sys.stderr)
+        print(f"{plural(len(ruleset.rules), 'rule')}, {plural(len(errors), 'error')}, "
+              f"{plural(len(problems) - len(errors), 'warning')}", file=sys.stderr)
         return 2 if errors else 0
     if sub == "test":
         from troubleshoot.engine.examples import check_examples
 
-        _warn_problems(ruleset)
+        _warn_problems(ruleset, args)
         from troubleshoot import paste
 
         checked, failures = check_examples(ruleset.rules, facts_of=lambda text: paste.read(text).facts)
         for f in failures:
             print(f)
-        print(f"{checked} examples in {len(ruleset.rules)} rules: {checked - len(failures)} passed, {len(failures)} failed")
-        return 1 if failures else 0
+        # A rule that did not load has no examples to fail: its file must fail the run instead.
+        broken = sorted({str(p.path) for p in ruleset.errors})
+        print(f"{plural(checked, 'example')} in {plural(len(ruleset.rules), 'rule')}: {checked - len(failures)} passed, "
+              f"{len(failures)} failed" + (f"; {plural(len(broken), 'rule file')} did not load (or lost rules): "
+                                           f"{', '.join(broken)}" if broken else ""))
+        return 1 if failures or broken else 0
     if sub == "list":
+        _warn_problems(ruleset, args)
         return _rules_list(ruleset, args.format)
+    if sub == "symptoms":
+        _warn_problems(ruleset, args)
+        return _rules_symptoms(ruleset, args.format)
     if sub == "show":
-        return _rules_show(ruleset, args.id)
+        return _rules_show(ruleset, args.id, args)
     if sub == "patterns":
         from troubleshoot.engine.ere import to_ere
 
@@ -328,14 +422,33 @@ def _rules_list(ruleset, fmt: str) -> int:
         print(f"{row['id']:<44} {row['symptom']:<26} {row['severity']:<8} {row['pack']}:{os.path.basename(row['path'])}:{row['line']}{extra}")
     for rid, origin in ruleset.disabled.items():
         print(f"{rid:<44} disabled by {origin}")
-    print(f"{len(rows)} rules", file=sys.stderr)
+    print(plural(len(rows), "rule"), file=sys.stderr)
     return 0
 
 
-def _rules_show(ruleset, rule_id: str) -> int:
+def _rules_symptoms(ruleset, fmt: str) -> int:
+    from troubleshoot.textsafe import terminal_safe
+
+    rows = []
+    for sid, desc in ruleset.taxonomy.items():
+        origin = ruleset.symptom_origins.get(sid)
+        rows.append({"id": sid, "description": desc, "pack": origin.pack if origin else "shipped",
+                     "path": origin.path if origin else None, "line": origin.line if origin else None})
+    if fmt == "json":
+        print(json.dumps({"schema": 1, "symptoms": rows}, indent=2))
+        return 0
+    for row in rows:
+        where = f"{row['path']}:{row['line']}" if row["path"] else "shipped"
+        print(terminal_safe(f"{row['id']:<30} {where}  {row['description']}", keep_newlines=False))
+    team = sum(1 for r in rows if r["path"])
+    print(f"{plural(len(rows), 'symptom')} ({team} from team folders)", file=sys.stderr)
+    return 0
+
+
+def _rules_show(ruleset, rule_id: str, args=None) -> int:
     r = ruleset.get(rule_id)
     if r is None:
-        raise TroubleshootError(f"no rule with id {rule_id!r} (see `troubleshoot rules list`)")
+        raise TroubleshootError(f"no rule with id {rule_id!r} (see `{command_line('rules', 'list', args=args)}`)")
     out = [f"{r.id}  ({r.origin}, pack {r.origin.pack})", f"  symptom:    {r.symptom}", f"  title:      {r.title}",
            f"  severity:   {r.severity}", f"  confidence: {r.confidence}"]
     if r.downstream_of:
@@ -349,18 +462,37 @@ def _rules_show(ruleset, rule_id: str) -> int:
         out.append(f"  facts: {c.source}")
     out.append("")
     out += ["  " + ln for ln in r.explain.splitlines()]
+    if r.fixes:
+        out += ["", "  fixes:"]
     for f in r.fixes:
-        out.append(f"  fix: {f.fixer} {f.title} {dict(f.params)}")
-    for ref in r.references:
-        out.append(f"  reference: {ref}")
+        out.append(f"  - {f.fixer}" + (f": {f.title}" if f.title else ""))
+        out += _param_lines(f.params, "      ")
+    if r.references:
+        out += ["", "  references:"]
+    out += [f"  - {ref}" for ref in r.references]
     out.append(f"  examples: {len(r.examples.match)} match, {len(r.examples.no_match)} no_match")
-    print("\n".join(out))
+    from troubleshoot.textsafe import terminal_safe
+
+    print(terminal_safe("\n".join(out)))  # rule files are data, like logs
     return 0
+
+
+def _param_lines(params: dict, indent: str) -> list[str]:
+    """`name: value` per parameter; a multi-line text as an indented block, other values as JSON."""
+    out = []
+    for k, v in params.items():
+        if isinstance(v, str) and "\n" in v.strip():
+            out.append(f"{indent}{k}: |")
+            out += [f"{indent}  {ln}" for ln in v.strip().splitlines()]
+        else:
+            out.append(f"{indent}{k}: {v if isinstance(v, str) else json.dumps(v)}")
+    return out
 
 
 def cmd_why(args) -> int:
     from troubleshoot import pipeline
     from troubleshoot.engine.conditions import UNKNOWN
+    from troubleshoot.textsafe import terminal_safe
 
     log = args.log
     if log is None and not sys.stdin.isatty():
@@ -375,13 +507,14 @@ def cmd_why(args) -> int:
         facts = loaded.facts
     trace, _ = pipeline.why(args.id, log, args.rules, facts)
     r = trace.rule
-    print(f"rule {r.id} ({r.origin}): {'FIRED' if trace.fired else 'did not fire'}: {trace.reason}")
+    verdict = "fired" if trace.fired else "did not fire"
+    print(f"rule {r.id} ({r.origin}): {verdict}" + (f": {trace.reason}" if trace.reason != verdict else ""))
     if r.log:
         print(f"  match.log: {trace.log_count} matching line(s)")
         for p in r.log:
             print(f"    pattern {p.source}")
         for h in trace.log_lines:
-            print(f"    line {h.line}: {h.text}")
+            print(f"    line {h.line}: {terminal_safe(h.text, keep_newlines=False)}")
     for src, line in trace.with_log:
         print(f"  with_log {src}: " + (f"matched line {line}" if line else "no line matched"))
     for src, line in trace.without_log:
@@ -392,7 +525,7 @@ def cmd_why(args) -> int:
         for path, v in c.reads:
             print(f"    {path} = {'(missing)' if path in c.missing else json.dumps(v, default=str)}")
     if trace.captures:
-        print("  captures: " + ", ".join(f"{k}={v!r}" for k, v in trace.captures.items()))
+        print(terminal_safe("  captures: " + ", ".join(f"{k}={v!r}" for k, v in trace.captures.items()), False))
     return 0
 
 

@@ -13,31 +13,36 @@ PROG = "troubleshoot"
 
 
 def add_parsers(sub, add_rules_arg) -> None:
-    fl = sub.add_parser("fixers", help="list the fixers that rules can name")
-    fsub = fl.add_subparsers(dest="fixers_command", metavar="SUBCOMMAND")
+    from troubleshoot.cli import format_help
+
+    fl = sub.add_parser("fixers", help="list the fixers that rules can name (the default: list)")
+    fsub = fl.add_subparsers(dest="fixers_command", metavar="SUBCOMMAND", parser_class=sub._parser_class)
     p = fsub.add_parser("list", help="list fixers and their parameters")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--format", choices=("text", "json"), default="text", help=format_help("text", "json"))
 
     f = sub.add_parser("fix", help="preview (default) or apply a fix, backed up and undoable")
-    f.add_argument("fixer", nargs="?", metavar="FIXER_ID")
+    f.add_argument("fixer", nargs="?", metavar="FIXER_ID",
+                   help="the fixer to plan, with its --param values (see `troubleshoot fixers list`)")
     f.add_argument("--rule", metavar="RULE_ID", help="take the fixes of this rule's diagnosis")
     f.add_argument("--log", metavar="PATH", help="with --rule: fill the fixes' parameters from this log")
     f.add_argument("--param", metavar="K=V", action="append", default=[], help="a fixer parameter (repeatable)")
     f.add_argument("--root", metavar="DIR", help="apply file changes under DIR instead of /; run no commands")
     f.add_argument("--apply", action="store_true", help="make the changes (asks for confirmation)")
     f.add_argument("--yes", action="store_true", help="with --apply: do not ask")
-    f.add_argument("--format", choices=("text", "json"), default="text")
+    f.add_argument("--format", choices=("text", "json"), default="text",
+                   help="text: the plan as commands and diffs (default); json: plans and results for scripts")
     f.add_argument("--snapshot", metavar="FILE", help="machine facts from a saved snapshot instead of probing")
     f.add_argument("--no-probe", action="store_true", help="do not probe this machine")
     add_rules_arg(f)
 
     u = sub.add_parser("undo", help="restore the files a fix changed (latest fix, or ID)")
-    u.add_argument("id", nargs="?")
+    u.add_argument("id", nargs="?", metavar="ID",
+                   help="the fix to undo, as `troubleshoot history` lists it (default: the latest applied fix)")
     u.add_argument("--yes", action="store_true", help="do not ask")
     u.add_argument("--force", action="store_true", help="restore even files that changed since the fix")
 
     h = sub.add_parser("history", help="fixes applied, newest first")
-    h.add_argument("--format", choices=("text", "json"), default="text")
+    h.add_argument("--format", choices=("text", "json"), default="text", help=format_help("text", "json"))
 
 
 def _params(pairs: list[str]) -> dict:
@@ -61,9 +66,11 @@ def cmd_fixers(args, plugins) -> int:
     if getattr(args, "format", "text") == "json":
         print(json.dumps({"schema": 1, "fixers": rows}, indent=2, default=str))
         return 0
-    for r in rows:
+    from troubleshoot.textsafe import terminal_safe
+
+    for r in rows:  # a plugin's words are data too
         params = " ".join(f"{p['name']}{'' if p['required'] else '?'}" for p in r["params"])
-        print(f"{r['id']:<28} {r['title']}" + (f"   [{params}]" if params else ""))
+        print(terminal_safe(f"{r['id']:<28} {r['title']}" + (f"   [{params}]" if params else ""), keep_newlines=False))
     return 0
 
 
@@ -95,7 +102,9 @@ def _requests(args, plugins) -> list[tuple[str, dict]]:
     ruleset = pipeline.load_rules(args.rules, plugins)
     rule = ruleset.get(args.rule)
     if rule is None:
-        raise TroubleshootError(f"no rule with id {args.rule!r} (see `troubleshoot rules list`)")
+        from troubleshoot.cli import command_line
+
+        raise TroubleshootError(f"no rule with id {args.rule!r} (see `{command_line('rules', 'list', args=args)}`)")
     if not rule.fixes:
         raise TroubleshootError(f"rule {args.rule!r} names no fixes")
     if args.log:
@@ -109,8 +118,10 @@ def _requests(args, plugins) -> list[tuple[str, dict]]:
                 stream.close()
         found = [d for d in diagnose([rule], scan, None) if d.rule.id == rule.id]
         if not found:
-            raise TroubleshootError(f"rule {args.rule!r} does not fire on {args.log}; see `troubleshoot rules why "
-                                    f"{args.rule} --log {args.log}`")
+            why = ["troubleshoot", "rules", "why", args.rule, "--log", args.log]
+            for d in args.rules:
+                why += ["--rules", d]
+            raise TroubleshootError(f"rule {args.rule!r} does not fire on {args.log}; see `{shlex.join(why)}`")
         fixes = [(f.fixer, dict(f.params)) for f in found[0].fixes]
     else:
         from troubleshoot.engine.diagnose import render_fix
@@ -297,7 +308,9 @@ def cmd_history(args) -> int:
         return 0
     if not rows:
         print("No fixes applied yet.")
+    from troubleshoot.textsafe import terminal_safe
+
     for r in rows:
         where = f" under {r['root']}" if r.get("root") else ""
-        print(f"{r['id']:<52} {r['status']:<13} {r.get('title') or r.get('error')}{where}")
+        print(terminal_safe(f"{r['id']:<52} {r['status']:<13} {r.get('title') or r.get('error')}{where}", False))
     return 0

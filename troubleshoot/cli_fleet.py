@@ -28,11 +28,13 @@ def add_parser(sub, add_rules_arg, parser_class) -> None:
     p.add_argument("--command", dest="remote_command", metavar="CMD",
                    help="what each node runs instead of `python -m troubleshoot probe --format json`")
     p.add_argument("--python", metavar="PATH", help="on each node, the interpreter whose frameworks to probe")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="text: one line per node as it answers (default); json: every node's result at the end")
     d = fsub.add_parser("diagnose", help="diagnose and compare a folder of node snapshots (and the job's logs)")
     d.add_argument("dir", metavar="DIR", help="folder of <node>.json snapshots; logs in it are read too")
     d.add_argument("--log", metavar="PATH", action="append", default=[], help="more logs (file, folder, glob)")
-    d.add_argument("--format", choices=("text", "json", "tui"), default="text")
+    d.add_argument("--format", choices=("text", "json", "tui"), default="text",
+                   help="text: the comparison and diagnoses by node (default); json: for scripts; tui: browse it")
     add_rules_arg(d)
 
 

@@ -10,6 +10,7 @@ import sys
 import time
 
 from troubleshoot.errors import TroubleshootError
+from troubleshoot.textsafe import terminal_safe
 
 POLL = 1.0
 
@@ -52,7 +53,8 @@ def follow(args, plugins) -> int:
             for d in found:
                 if d.rule.id not in said:
                     said.add(d.rule.id)
-                    print(f"new: [{d.severity}] {d.title} (symptom {d.symptom}, rule {d.rule.id})", flush=True)
+                    print(terminal_safe(f"new: [{d.severity}] {d.title} (symptom {d.symptom}, rule {d.rule.id})",
+                                        keep_newlines=False), flush=True)
             if pid is not None and not _alive(pid):
                 print(f"troubleshoot: process {pid} ended", file=sys.stderr)
                 break
@@ -66,5 +68,8 @@ def follow(args, plugins) -> int:
     result = pipeline.run(path, facts=facts, ruleset=ruleset)
     from troubleshoot.report import text
 
-    sys.stdout.write(text.render(result.diagnoses, colour=sys.stdout.isatty(), limit=5, source=path or f"process {pid}"))
+    from troubleshoot.cli import _hint_args
+
+    sys.stdout.write(text.render(result.diagnoses, colour=sys.stdout.isatty(), limit=5, source=path or f"process {pid}",
+                                 hint_args=_hint_args(args)))
     return 0

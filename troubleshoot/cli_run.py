@@ -130,9 +130,12 @@ def cmd_run(args, plugins) -> int:
 
         if not failed:
             _say("the job succeeded, but:")
-        sys.stderr.write(text.render(diagnoses, colour=sys.stderr.isatty(), limit=3, source=str(log_path)))
+        from troubleshoot.cli import _hint_args, command_line
+
+        sys.stderr.write(text.render(diagnoses, colour=sys.stderr.isatty(), limit=3, source=str(log_path),
+                                     hint_args=_hint_args(args)))  # its preview line repeats --rules/-p
         if sys.stdin.isatty() and sys.stderr.isatty() and not args.tui:
-            _say(f"open it in the TUI: troubleshoot tui --log {log_path}  (or run with --tui)")
+            _say(f"open it in the TUI: {command_line('tui', '--log', str(log_path), args=args)}  (or run with --tui)")
     elif failed:
         _say("no known problem matched the job's output; `troubleshoot diagnose --log "
              f"{log_path}` shows the machine's facts too")

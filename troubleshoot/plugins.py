@@ -45,14 +45,62 @@ def load_plugins(modules: Sequence[str] = (), entry_points: bool = True) -> Plug
     if entry_points:
         _load_entry_points(plugins)
     for name in modules:
-        try:
-            module = importlib.import_module(name)
-        except Exception as exc:
-            raise TroubleshootError(f"cannot load plugin module {name!r} (-p): {type(exc).__name__}: {exc}") from None
+        module = _import_local(name)
         if pm.is_registered(module) or pm.has_plugin(name):
             continue
         pm.register(module, name=name)
     return plugins
+
+
+def _import_local(name: str):
+    """A `-p` plugin: a file path (`./plugin.py`, `team/plugin.py`) or a module name, looked up
+    in the current folder too (a console script's sys.path holds its own bin folder, not the
+    folder the user is in)."""
+    import os
+
+    as_file = name.endswith(".py") or os.sep in name or (os.altsep and os.altsep in name)
+    try:
+        if as_file:
+            return _import_file(name)
+        here = os.getcwd()
+        if here not in sys.path and "" not in sys.path:
+            sys.path.append(here)  # last: an installed module of the same name still wins
+        return importlib.import_module(name)
+    except TroubleshootError:
+        raise
+    except Exception as exc:
+        what = "file" if as_file else "module"
+        raise TroubleshootError(f"cannot load plugin {what} {name!r} (-p): {type(exc).__name__}: {exc}") from None
+
+
+def _import_file(name: str):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(name).expanduser()
+    if not path.is_file():
+        raise TroubleshootError(f"cannot load plugin file {name!r} (-p): no such file")
+    # Its folder goes on the path so that the plugin can import its sibling modules.
+    folder = str(path.resolve().parent)
+    if folder not in sys.path:
+        sys.path.append(folder)
+    module_name = path.stem
+    existing = sys.modules.get(module_name)
+    if existing is not None:
+        if Path(getattr(existing, "__file__", "") or "").resolve() == path.resolve():
+            return existing
+        module_name = f"troubleshoot_plugin_{path.stem}"  # never shadow a module already imported
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise TroubleshootError(f"cannot load plugin file {name!r} (-p): not a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # dataclasses and pickling look the module up by name
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(module_name, None)
+        raise
+    return module
 
 
 def _load_entry_points(plugins: Plugins) -> None:

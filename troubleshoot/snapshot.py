@@ -232,13 +232,16 @@ def redact(facts: dict) -> dict:
         value = host.get(key)
         if isinstance(value, str) and value and value not in ("/", "root"):
             secrets[value] = _placeholder(label, value)
-    ordered = sorted(secrets, key=len, reverse=True)
+    # Whole tokens only: a host named `vm` must not turn `nvml` (a key, an error message) into
+    # `n<host-...>l`, and the facts under it must not vanish.
+    token = re.compile("|".join(rf"(?<![\w.-]){re.escape(s)}(?![\w-])"
+                                for s in sorted(secrets, key=len, reverse=True))) if secrets else None
 
     def scrub(text: str) -> str:
         if _PCI.match(text):
             return text  # PCI addresses look like MACs and IPv6 but are not personal
-        for s in ordered:
-            text = text.replace(s, secrets[s])
+        if token is not None:
+            text = token.sub(lambda m: secrets[m.group(0)], text)
         text = re.sub(r"/home/([^/\s]+)", lambda m: "/home/" + _placeholder("user", m.group(1)), text)
         text = _MAC.sub(lambda m: _placeholder("mac", m.group(0)), text)
         text = _IPV4.sub(lambda m: m.group(0) if m.group(0).startswith("127.") else _placeholder("ip", m.group(0)), text)

@@ -123,11 +123,41 @@ def _fix_problems(rule, fixers: dict) -> list[Problem]:
             out.append(Problem(rule.origin.path, f.line, f"rule {rule.id!r}: fix names fixer {f.fixer!r}, which no "
                                                          f"installed plugin provides (see `troubleshoot fixers list`)"))
             continue
-        # A `{capture}` placeholder is filled from the log at diagnosis time: check the rest.
+        # A `{capture}` placeholder is filled from the log at diagnosis time: check the rest, and
+        # that a required parameter's placeholder names something the rule provides.
         concrete = {k: v for k, v in f.params.items() if not (isinstance(v, str) and _PLACEHOLDER.match(v))}
-        placeholders = {k for k in f.params if k not in concrete}
+        placeholders = {k: f.params[k][1:-1] for k in f.params if k not in concrete}
+        declared = {p.name: p for p in getattr(fixer, "params", ())}
+        for key, name in placeholders.items():
+            param = declared.get(key)
+            if param is not None and param.required and not _provided(rule, name):
+                out.append(Problem(rule.origin.path, f.line, f"rule {rule.id!r}: fixer {f.fixer!r}: required parameter "
+                                   f"{key!r} is filled from {{{name}}}, which no match.log pattern captures "
+                                   f"(?P<{name}>...)"))
         try:
-            fixer.validate({**concrete, **{k: None for k in placeholders}})
+            _relaxed(fixer, set(placeholders)).validate({**concrete, **{k: None for k in placeholders}})
         except Exception as exc:  # FixerError: the message names fixer and parameter
             out.append(Problem(rule.origin.path, f.line, f"rule {rule.id!r}: {exc}"))
     return out
+
+
+CATALOG_NAMES = {"xid_name", "xid_description", "xid_class", "action", "action_text", "xid"}
+
+
+def _provided(rule, name: str) -> bool:
+    """Whether `{name}` in a fix is filled at diagnosis time: a capture, a fact path, a catalog value."""
+    return name in rule.captures or "." in name or (rule.catalog is not None and name in CATALOG_NAMES)
+
+
+def _relaxed(fixer, names: set):
+    """The fixer with the parameters in `names` optional: their values exist only once the log
+    is read, so only the others can be validated now."""
+    import copy
+    from dataclasses import replace
+
+    params = getattr(fixer, "params", None)
+    if not names or not params:
+        return fixer
+    clone = copy.copy(fixer)
+    clone.params = tuple(replace(p, required=False) if p.name in names else p for p in params)
+    return clone

@@ -35,6 +35,14 @@ ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 MAX_RULE_FILE_BYTES = 8 << 20
 
 
+def did_you_mean(key, known) -> str:
+    """` (did you mean 'confidence'?)` for a misspelt key, else empty."""
+    import difflib
+
+    close = difflib.get_close_matches(str(key), sorted(known), n=1, cutoff=0.7)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 @dataclass
 class RuleFile:
     path: str
@@ -56,6 +64,40 @@ def load_taxonomy(path: Path) -> dict[str, str]:
     taxonomy = {str(k): str(v) for k, v in data["symptoms"].items()}
     _taxonomy_cache(path, taxonomy)
     return taxonomy
+
+
+def load_team_symptoms(path: Path, known: dict[str, str]) -> tuple[dict[str, tuple[str, int]], list[Problem]]:
+    """A team folder's `symptoms.yaml` (`symptoms: {id: description}`, like the shipped one):
+    {id: (description, line)} of the new ids. Unlike the shipped taxonomy, a broken team file is
+    a problem that skips it, and an id the taxonomy already has is a warning (it keeps its meaning)."""
+    problems: list[Problem] = []
+    try:
+        data, _ = yamldoc.load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        return {}, [Problem(path, None, f"cannot read symptoms: {getattr(exc, 'strerror', None) or exc}")]
+    except yamldoc.YamlError as exc:
+        return {}, [Problem(path, exc.line, exc.message)]
+    symptoms = data.get("symptoms") if isinstance(data, yamldoc.LDict) else None
+    if not isinstance(symptoms, yamldoc.LDict):
+        return {}, [Problem(path, getattr(data, "line", None) or 1,
+                            "expected a mapping with a 'symptoms:' mapping of id: description")]
+    for key in data:
+        if key != "symptoms":
+            problems.append(Problem(path, data.line_of(key), f"unknown top-level key {key!r}{did_you_mean(key, {'symptoms'})}"
+                                                              " (expected: symptoms)"))
+    out: dict[str, tuple[str, int]] = {}
+    for sid, desc in symptoms.items():
+        line = symptoms.line_of(sid)
+        if not isinstance(sid, str) or not ID_RE.match(sid):
+            problems.append(Problem(path, line, f"symptom id {sid!r} is not kebab-case (a-z, 0-9, '-')"))
+        elif not isinstance(desc, str) or not desc.strip():
+            problems.append(Problem(path, line, f"symptom {sid!r} needs a one-line description (a string)"))
+        elif sid in known:
+            problems.append(Problem(path, line, f"symptom {sid!r} is already defined; this definition is ignored",
+                                    level="warning"))
+        else:
+            out[sid] = (desc.strip(), line)
+    return out, problems
 
 
 def _taxonomy_cache(path: Path, taxonomy: dict[str, str] | None = None) -> dict[str, str] | None:
@@ -175,6 +217,17 @@ def load_rule_file(path: Path, pack: str, taxonomy: dict[str, str]) -> RuleFile:
     return _load_rule_file(path, pack, taxonomy, out, data, traps)
 
 
+def load_rule_text(text: str, path: Path, pack: str, taxonomy: dict[str, str]) -> RuleFile:
+    """Rules of a file's text not yet written (no cache): `rules new` checks what it will write."""
+    out = RuleFile(path=str(path))
+    try:
+        data, traps = yamldoc.load(text)
+    except yamldoc.YamlError as exc:
+        out.problems.append(Problem(path, exc.line, exc.message))
+        return out
+    return _load_rule_file(path, pack, taxonomy, out, data, traps)
+
+
 def _load_rule_file(path: Path, pack: str, taxonomy: dict[str, str], out: RuleFile, data, traps) -> RuleFile:
     trap_lines = {t.line for t in traps}
     out.problems += [Problem(path, t.line, t.message) for t in traps]
@@ -185,7 +238,8 @@ def _load_rule_file(path: Path, pack: str, taxonomy: dict[str, str], out: RuleFi
     if isinstance(data, yamldoc.LDict):
         for key in data:
             if key not in FILE_KEYS:
-                out.problems.append(Problem(path, data.line_of(key), f"unknown top-level key {key!r} (expected: rules, disable)"))
+                out.problems.append(Problem(path, data.line_of(key), f"unknown top-level key {key!r}"
+                                                                   f"{did_you_mean(key, FILE_KEYS)} (expected: rules, disable)"))
         items = data.get("rules", yamldoc.LList())
         disable = data.get("disable")
         if disable is not None:
@@ -222,7 +276,7 @@ def _build_rule(item: Any, path: Path, line: int, pack: str, taxonomy: dict[str,
     label = f"rule {rid!r}: " if isinstance(rid, str) else ""
     for key in item:
         if key not in RULE_KEYS:
-            problem(item.line_of(key), f"{label}unknown key {key!r}")
+            problem(item.line_of(key), f"{label}unknown key {key!r}{did_you_mean(key, RULE_KEYS)}")
     before = len(problems)
     for key in ("id", "symptom", "title", "severity", "explain"):
         if key not in item:
@@ -234,7 +288,9 @@ def _build_rule(item: Any, path: Path, line: int, pack: str, taxonomy: dict[str,
     if not ID_RE.match(rid):
         problem(item.line_of("id"), f"rule id {rid!r} is not kebab-case (a-z, 0-9, '-')")
     if item["symptom"] not in taxonomy:
-        problem(item.line_of("symptom"), f"{label}unknown symptom {item['symptom']!r} (see rules/symptoms.yaml)")
+        problem(item.line_of("symptom"), f"{label}unknown symptom {item['symptom']!r}{did_you_mean(item['symptom'], taxonomy)} "
+                                             f"(`troubleshoot rules symptoms` lists them; a team adds its own in "
+                                             f"a symptoms.yaml in its rule folder)")
     if item["severity"] not in SEVERITIES:
         problem(item.line_of("severity"), f"{label}severity must be one of {', '.join(SEVERITIES)}")
 
@@ -246,7 +302,8 @@ def _build_rule(item: Any, path: Path, line: int, pack: str, taxonomy: dict[str,
     downstream = _str_list(item, "downstream_of", label, problem)
     for s in downstream:
         if s not in taxonomy:
-            problem(item.line_of("downstream_of"), f"{label}downstream_of names unknown symptom {s!r}")
+            problem(item.line_of("downstream_of"), f"{label}downstream_of names unknown symptom {s!r}"
+                                                   f"{did_you_mean(s, taxonomy)} (see `troubleshoot rules symptoms`)")
     refines = _str_list(item, "refines", label, problem)
     references = _str_list(item, "references", label, problem)
     for ref in references:
@@ -262,7 +319,8 @@ def _build_rule(item: Any, path: Path, line: int, pack: str, taxonomy: dict[str,
     else:
         for key in match:
             if key not in MATCH_KEYS:
-                problem(match.line_of(key), f"{label}unknown key 'match.{key}' (expected: {', '.join(sorted(MATCH_KEYS))})")
+                problem(match.line_of(key), f"{label}unknown key 'match.{key}'{did_you_mean(key, MATCH_KEYS)} "
+                                            f"(expected: {', '.join(sorted(MATCH_KEYS))})")
         for key in logs:
             logs[key] = tuple(_patterns(match, key, label, problem))
         facts = tuple(_conditions(match, "facts", label, problem))
@@ -342,7 +400,7 @@ def _str_list(item, key: str, label: str, problem) -> list[str]:
 def check_pattern(source: str) -> str | None:
     """None if the pattern is usable, else why. RE2 (fast, and the engine that runs it) checks
     it when installed; Python's `re` otherwise. `rules lint` checks both."""
-    complaint = re2_compatible(source)
+    complaint = _readable(re2_compatible(source))
     if complaint or not re2_available():
         try:
             compile_ascii(source)
@@ -351,6 +409,18 @@ def check_pattern(source: str) -> str | None:
     if complaint:
         return f"regex is outside the RE2 subset (no backreferences or lookaround): {complaint}"
     return None
+
+
+def _readable(complaint: str | None) -> str | None:
+    """RE2's complaint as text: its error carries bytes, whose str() is a repr (b'...')."""
+    if complaint and complaint[:2] in ("b'", 'b"'):
+        import ast
+
+        try:
+            return ast.literal_eval(complaint).decode("utf-8", "replace")
+        except (ValueError, SyntaxError, AttributeError):
+            return complaint
+    return complaint
 
 
 def _patterns(match, key: str, label: str, problem):
@@ -418,7 +488,7 @@ def _mappings(item, key: str, allowed: set, label: str, problem, shape: str):
             continue
         for k in entry:
             if k not in allowed:
-                problem(entry.line_of(k), f"{label}unknown {key} key {k!r}")
+                problem(entry.line_of(k), f"{label}unknown {key} key {k!r}{did_you_mean(k, allowed)}")
         yield ln, entry
 
 
@@ -475,7 +545,7 @@ def _examples(item, label: str, problem, needs: bool) -> Examples:
         return Examples()
     for key in value:
         if key not in EXAMPLE_KEYS:
-            problem(value.line_of(key), f"{label}unknown key 'examples.{key}'")
+            problem(value.line_of(key), f"{label}unknown key 'examples.{key}'{did_you_mean(key, EXAMPLE_KEYS)}")
     lists: dict[str, tuple[tuple[str, ...], tuple[int, ...]]] = {}
     for key in ("match", "no_match"):
         v = value.get(key)

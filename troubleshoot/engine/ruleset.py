@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from troubleshoot.engine import conditions as _cond
-from troubleshoot.engine.loader import load_rule_file, load_taxonomy
+from troubleshoot.engine.loader import load_rule_file, load_taxonomy, load_team_symptoms
 from troubleshoot.errors import Problem
 from troubleshoot.model import Origin, Rule
 
@@ -39,6 +39,7 @@ class RuleSet:
     packs: list[Pack] = field(default_factory=list)
     overridden: dict[str, list[Origin]] = field(default_factory=dict)
     disabled: dict[str, Origin] = field(default_factory=dict)
+    symptom_origins: dict[str, Origin] = field(default_factory=dict)  # team symptom ids: where each is defined
 
     def get(self, rule_id: str) -> Rule | None:
         for r in self.rules:
@@ -118,6 +119,19 @@ def load_ruleset(extra_dirs: list[str | Path] = (), include_shipped: bool = True
     packs += [Pack(f"env:{d}", d) for d in env_rule_dirs()]
     packs += [Pack(str(d), Path(d)) for d in extra_dirs]
 
+    # Team symptom ids first: a rule may use an id from any folder's symptoms.yaml.
+    taxonomy = dict(taxonomy)
+    symptom_origins: dict[str, Origin] = {}
+    for pack in packs:
+        if pack.name == SHIPPED or not pack.path.is_dir():
+            continue
+        for f in sorted(pack.path.rglob(TAXONOMY_FILE)):
+            found, trouble = load_team_symptoms(f, taxonomy)
+            problems += trouble
+            for sid, (desc, line) in found.items():
+                taxonomy[sid] = desc
+                symptom_origins[sid] = Origin(str(f), line, pack.name)
+
     effective: dict[str, Rule] = {}
     overridden: dict[str, list[Origin]] = {}
     disables: list[tuple[str, Origin]] = []
@@ -148,7 +162,7 @@ def load_ruleset(extra_dirs: list[str | Path] = (), include_shipped: bool = True
     rules = list(effective.values())
     problems += _set_problems(rules)
     return RuleSet(rules=rules, taxonomy=taxonomy, problems=problems, packs=packs,
-                   overridden=overridden, disabled=disabled)
+                   overridden=overridden, disabled=disabled, symptom_origins=symptom_origins)
 
 
 def _set_problems(rules: list[Rule]) -> list[Problem]:

@@ -64,13 +64,20 @@ def load(text: str) -> tuple[object, list[Trap]]:
         _check_size(text)
         node = yaml.compose(text, Loader=_Loader)
     except yaml.MarkedYAMLError as exc:
-        # The context mark is where the unfinished construct began (an unclosed bracket or
-        # quote): that is the line to fix; the problem mark is where the parser gave up.
-        mark = exc.context_mark or exc.problem_mark
+        # For an unfinished construct (an unclosed bracket or quote, a key without its colon)
+        # the context mark is where it began: that is the line to fix. In a block mapping or
+        # list, the problem mark is the line that broke it (mis-indented), the context only
+        # where the mapping began.
+        block = bool(exc.context and exc.context.startswith("while parsing a block"))
+        mark = (exc.problem_mark if block else None) or exc.context_mark or exc.problem_mark
         line = mark.line + 1 if mark else None
         detail = exc.problem or str(exc)
-        if exc.context and exc.problem_mark and exc.context_mark:
-            detail = f"{exc.context}: {detail} (at line {exc.problem_mark.line + 1})"
+        if block and exc.context_mark and exc.problem_mark:
+            what = exc.context.removeprefix("while parsing ")
+            detail = (f"{detail}: is this line indented like the ones above it? ({what} that starts at "
+                      f"line {exc.context_mark.line + 1})")
+        elif exc.context and exc.problem_mark and exc.context_mark:
+            detail = f"{exc.context} that starts here: {detail} (at line {exc.problem_mark.line + 1})"
         raise YamlError(line, f"invalid YAML: {detail}") from None
     except yaml.YAMLError as exc:
         raise YamlError(None, f"invalid YAML: {exc}") from None

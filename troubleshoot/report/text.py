@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import shlex
+import shutil
 import textwrap
+from dataclasses import dataclass
 from typing import Sequence
 
 from troubleshoot.model import Diagnosis
+from troubleshoot.report import mdtext
+from troubleshoot.textsafe import terminal_safe
 
 _COLOURS = {"error": "31", "warning": "33", "info": "36", "dim": "2", "bold": "1", "match": "1;4"}
 
@@ -34,8 +38,16 @@ def action_line(d: Diagnosis) -> str:
     return f"Action: {words}{where}"
 
 
+@dataclass(frozen=True)
+class _Opts:
+    log_arg: str = "LOG"
+    hint_args: tuple[str, ...] = ()  # --rules DIR / -p MODULE: a printed command must repeat them
+    rich: bool = False  # Markdown rendered for a terminal, else plain text
+
+
 def render(diagnoses: Sequence[Diagnosis], colour: bool = False, limit: int | None = None,
-           source: str = "the log") -> str:
+           source: str = "the log", hint_args: Sequence[str] = (), rich: bool | None = None) -> str:
+    """`rich`: render Markdown for a terminal (default: when `colour`); plain text otherwise."""
     st = Style(colour)
     if not diagnoses:
         return f"No known problem found in {source}.\n"
@@ -44,17 +56,28 @@ def render(diagnoses: Sequence[Diagnosis], colour: bool = False, limit: int | No
     n = len(diagnoses)
     out.append(st("bold", f"{n} diagnos{'i' if n == 1 else 'e'}s, most likely first") + "\n")
     log_arg = source if source not in ("the log", "stdin", "pasted log", "machine facts", "this machine") else "LOG"
+    opts = _Opts(log_arg, tuple(hint_args), colour if rich is None else rich)
     for i, d in enumerate(shown, 1):
-        out.append(_one(i, d, st, full=(i == 1), log_arg=log_arg))
+        out.append(_one(i, d, st, full=(i == 1), opts=opts))
     if len(shown) < n:
         out.append(st("dim", f"... {n - len(shown)} more (use --all)") + "\n")
     return "\n".join(out)
 
 
-def _one(i: int, d: Diagnosis, st: Style, full: bool, log_arg: str = "LOG") -> str:
+def _markdown(text: str, opts: _Opts, colour: bool, indent: str) -> list[str]:
+    if opts.rich:
+        width = min(shutil.get_terminal_size((100, 24)).columns, 100) - len(indent)
+        body = mdtext.to_terminal(text, width, colour)
+    else:
+        body = mdtext.to_plain(text)
+    return [indent + ln if ln.strip() else "" for ln in body.splitlines()]
+
+
+def _one(i: int, d: Diagnosis, st: Style, full: bool, opts: _Opts = _Opts()) -> str:
+    safe = terminal_safe
     lines = []
     sev = st(d.severity, d.severity.upper())
-    lines.append(f"{i}. [{sev}] {st('bold', d.title)}")
+    lines.append(f"{i}. [{sev}] {st('bold', safe(d.title, keep_newlines=False))}")
     if d.count > 1:
         where = f"{d.count} matches · lines {d.first_line}-{d.last_line}"
     elif d.count == 1:
@@ -71,35 +94,40 @@ def _one(i: int, d: Diagnosis, st: Style, full: bool, log_arg: str = "LOG") -> s
     if seen:
         lines.append(st("dim", f"   seen on {seen}"))
     for note in d.notes:
-        lines.append(st("dim", f"   note: {note}"))
+        lines.append(st("dim", f"   note: {safe(mdtext.to_plain(note), keep_newlines=False)}"))
     lines.append("   evidence:")
     for e in d.evidence[: 6 if full else 2]:
         if e.source == "log":
             text = e.text
             if e.span and st.colour:
                 a, b = e.span
-                text = text[:a] + st("match", text[a:b]) + text[b:]
+                text = safe(text[:a], False) + st("match", safe(text[a:b], False)) + safe(text[b:], False)
+            else:
+                text = safe(text, keep_newlines=False)
             lines.append(f"   {e.line:>7} | {text}")
         else:
-            lines.append(f"      fact | {e.text}")
+            lines.append(f"      fact | {safe(e.text, keep_newlines=False)}")
     if full:
         lines.append("")
-        lines += ["   " + ln if ln else "" for ln in d.explain.splitlines()]
+        lines += _markdown(d.explain, opts, st.colour, "   ")
         if d.fixes:
             lines.append("")
             lines.append("   fixes:")
             for f in d.fixes:
                 params = " ".join(f"{k}={v}" for k, v in f.params.items() if k != "text")
-                lines.append(f"   - {f.title or f.fixer}  ({f.fixer}{' ' + params if params else ''})")
+                head = f"{f.title or f.fixer}  ({f.fixer}{' ' + params if params else ''})"
+                lines.append(f"   - {safe(head, keep_newlines=False)}")
                 text = f.params.get("text")
                 if isinstance(text, str):
-                    lines += ["       " + ln for ln in textwrap.dedent(text).strip().splitlines()]
-            lines.append(f"   preview: troubleshoot fix --rule {d.rule.id}"
-                         + (f" --log {shlex.quote(log_arg)}" if d.count else "") + "   (add --apply to make the changes)")
+                    lines += _markdown(textwrap.dedent(text).strip(), opts, st.colour, "       ")
+            command = ["troubleshoot", "fix", "--rule", d.rule.id, *(["--log", opts.log_arg] if d.count else []),
+                       *opts.hint_args]
+            lines.append(f"   preview: {safe(shlex.join(command), keep_newlines=False)}"
+                         "   (add --apply to make the changes)")
         if d.rule.references:
             lines.append("")
             lines.append("   references:")
-            lines += [f"   - {r}" for r in d.rule.references]
+            lines += [f"   - {safe(r, keep_newlines=False)}" for r in d.rule.references]
     return "\n".join(lines) + "\n"
 
 
