@@ -1,0 +1,95 @@
+"""Background work the TUI can walk away from: probes, rule loading, scans, diagnoses.
+
+Textual's thread workers run in the event loop's default executor, which the interpreter joins
+at exit: a 1 GB scan or an `import torch` probe would hold `q` for seconds. These jobs run in
+daemon threads instead, share one stop flag (the scanner checks it per chunk, probes stop
+waiting) and one child runner (`stop()` kills the probes' child processes). A job started
+again in its group supersedes the previous run: that one is told to stop and its result is
+dropped, so an old scan never overwrites a newer one.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+from troubleshoot.engine.scanner import ScanCancelled
+from troubleshoot.errors import TroubleshootError
+from troubleshoot.probes.base import ChildRunner
+
+
+class _Flag:
+    """Set when the whole app stops or this run was superseded."""
+
+    def __init__(self, app_stop: threading.Event):
+        self._app_stop = app_stop
+        self._own = threading.Event()
+
+    def set(self) -> None:
+        self._own.set()
+
+    def is_set(self) -> bool:
+        return self._own.is_set() or self._app_stop.is_set()
+
+
+class Background:
+    def __init__(self, app):
+        self.app = app
+        self.stopped = threading.Event()
+        self.runner = ChildRunner()
+        self._runs: dict[str, _Flag] = {}
+        self._lock = threading.Lock()
+
+    def start(self, group: str, fn: Callable[[_Flag], Any], on_done: Callable[[Any], None],
+              on_error: Callable[[TroubleshootError], None] | None = None) -> None:
+        """Run `fn(cancel)` in a daemon thread; `on_done(result)` runs on the app's thread."""
+        flag = _Flag(self.stopped)
+        with self._lock:
+            old = self._runs.get(group)
+            if old is not None:
+                old.set()
+            self._runs[group] = flag
+
+        def current() -> bool:
+            with self._lock:  # superseded runs are dropped; a finished one is no longer listed
+                return self._runs.get(group, flag) is flag and not flag.is_set()
+
+        def deliver(callback, value) -> None:
+            if callback is None or not current():
+                return
+            try:
+                self.app.call_from_thread(lambda: callback(value) if current() else None)
+            except RuntimeError:  # the app closed meanwhile
+                pass
+
+        def body() -> None:
+            try:
+                result = fn(flag)
+            except ScanCancelled:
+                return
+            except TroubleshootError as exc:
+                deliver(on_error, exc)
+                return
+            except Exception as exc:  # a bug: crash the app (non-zero exit, the error printed after)
+                if not self.stopped.is_set():
+                    try:
+                        self.app.call_from_thread(self.app.call_later, _reraise, exc)
+                    except RuntimeError:
+                        pass
+                return
+            finally:
+                with self._lock:
+                    if self._runs.get(group) is flag:
+                        del self._runs[group]
+            deliver(on_done, result)
+
+        threading.Thread(target=body, name=f"tui-{group}", daemon=True).start()
+
+    def stop(self) -> None:
+        """The user quits: every run is told to stop, the probes' children are killed."""
+        self.stopped.set()
+        self.runner.kill()
+
+
+def _reraise(exc: BaseException) -> None:
+    raise exc
