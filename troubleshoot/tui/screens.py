@@ -227,7 +227,7 @@ def apply_blocker(prepared, errors: list[str], built: bool, applied: str | None,
     if applied:
         return f"already applied as {applied} (undo it from History)"
     if not prepared:
-        return "no plan could be built: " + "; ".join(errors) if errors else "there is no plan"
+        return ("no plan could be built: " + "; ".join(errors)) if errors else "there is no plan"
     changing = [p for p in prepared if any(s.changes for s in p.steps) or p.plan.ladder]
     if not changing:
         if any(s.kind in ("advice", "command", "env") for p in prepared for s in p.steps):
