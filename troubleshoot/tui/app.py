@@ -9,6 +9,8 @@ scan. Designed at 80x24: below 120 columns the panes stack, from 120 they sit si
 from __future__ import annotations
 
 import os
+import signal
+import sys
 import time
 from pathlib import Path
 
@@ -71,8 +73,9 @@ class TroubleshootApp(App):
     ]
 
     def __init__(self, log: str | None = None, snapshot: str | None = None, rules: list[str] | None = None,
-                 follow: str | None = None, root: str | None = None, probe: bool = True, plugins=None):
-        super().__init__()
+                 follow: str | None = None, root: str | None = None, probe: bool = True, plugins=None,
+                 driver_class=None):
+        super().__init__(driver_class=driver_class)
         self.log_path = follow or log
         self.follow = follow is not None
         self.snapshot_path = snapshot
@@ -95,6 +98,9 @@ class TroubleshootApp(App):
         self.scanning_key: tuple | None = None  # the one being scanned now
         self.scans = 0  # how many times a log was read (facts arriving later never add one)
         self.unseen = 0  # new diagnoses that arrived while a modal was up
+        self.linted = False
+        self._laid_out_width = 0
+        self._stale: set[str] = {"rules", "history"}
         self.last_seconds = 0.0
 
     # ------------------------------------------------------------ layout
@@ -153,7 +159,6 @@ class TroubleshootApp(App):
         if self.log_path:
             self.query_one("#log-path", Input).value = self.log_path
         self._placeholder()
-        self.refresh_history()
         self.query_one("#diag-table", DataTable).focus()
         if self.follow:
             self.set_interval(1.0, self.poll_follow)
@@ -162,15 +167,30 @@ class TroubleshootApp(App):
         self.call_after_refresh(self._relayout)
 
     def _relayout(self) -> None:
+        # Tables are cut to the width: refill the one in view now, the others when shown.
+        if self.size.width == self._laid_out_width:
+            return
+        self._laid_out_width = self.size.width
+        self._stale = {"rules", "history"}
         self._fill_diagnoses(keep_cursor=True)
-        if self.ruleset is not None:
-            self._fill_rules()
-        self.refresh_history()
+        self._fill_visible()
         self._render_keys()
+
+    def _fill_visible(self) -> None:
+        tab = self.query_one(TabbedContent).active
+        if tab in self._stale:
+            self._stale.discard(tab)
+            if tab == "rules":
+                self._fill_rules()
+            else:
+                self.refresh_history()
 
     @on(TabbedContent.TabActivated)
     def _tab_changed(self) -> None:
         self._render_keys()
+        self._fill_visible()
+        if self.query_one(TabbedContent).active == "rules":
+            self._lint()
 
     # ------------------------------------------------------------ status line and footer
 
@@ -215,28 +235,44 @@ class TroubleshootApp(App):
 
     def _load_rules(self) -> None:
         from troubleshoot import pipeline
-        from troubleshoot.engine.lint import lint
-
-        def job(cancel):
-            ruleset = pipeline.load_rules(self.rule_dirs, self.plugins)
-            return ruleset, [views.safe(p) for p in lint(ruleset)]
 
         self.progress.rules = True
+        self.linted = False
         self._render_status()
-        self.bg.start("rules", job, self._rules_loaded, self._job_failed)
+        self.bg.start("rules", lambda cancel: pipeline.load_rules(self.rule_dirs, self.plugins), self._rules_loaded,
+                      self._job_failed)
 
-    def _rules_loaded(self, loaded) -> None:
-        self.ruleset, problems = loaded
+    def _rules_loaded(self, ruleset) -> None:
+        self.ruleset = ruleset
         self.progress.rules = False
-        note = f"{len(self.ruleset.rules)} rules from {len(self.ruleset.packs)} pack(s)."
+        self._show_problems([views.safe(p) for p in ruleset.problems], linted=False)
+        self._stale.add("rules")  # 300 rows: filled when the Rules tab is shown
+        self._fill_visible()
+        self.scan_key = None  # the patterns may have changed: the log is read again
+        self.diagnose()
+        if self.query_one(TabbedContent).active == "rules":
+            self._lint()
+
+    def _lint(self) -> None:
+        """The full lint (every example matched: ~1 s of CPU) runs when the Rules tab is first
+        shown, not at start where it would slow the first diagnosis and the first keys."""
+        from troubleshoot.engine.lint import lint
+
+        if self.linted or self.ruleset is None:
+            return
+        self.linted = True
+        ruleset = self.ruleset
+        self.bg.start("lint", lambda cancel: [views.safe(p) for p in lint(ruleset)],
+                      lambda problems: self._show_problems(problems, linted=True) if ruleset is self.ruleset else None)
+
+    def _show_problems(self, problems: list[str], linted: bool) -> None:
+        note = f"{len(self.ruleset.rules)} rules from {len(self.ruleset.packs)} pack(s)"
+        note += "." if linted else ", linting…"
         if problems:
             note += f" {len(problems)} problem(s):\n" + "\n".join(problems[:5])
             if len(problems) > 5:
                 note += f"\n… and {len(problems) - 5} more (troubleshoot rules lint)"
         self.query_one("#rules-problems", Static).update(note)
-        self._fill_rules()
-        self.scan_key = None  # the patterns may have changed: the log is read again
-        self.diagnose()
 
     def _job_failed(self, exc) -> None:
         self.progress.rules = self.progress.scanning = self.progress.diagnosing = False
@@ -568,7 +604,8 @@ class TroubleshootApp(App):
         self.push_screen(FixScreen(d, self.facts, self.fix_root, self.plugins), callback=lambda _: self._modal_closed())
 
     def _modal_closed(self) -> None:
-        self.refresh_history()
+        self._stale.add("history")
+        self._fill_visible()
         if self.unseen:
             self.notify(f"{self.unseen} new diagnosis(es) arrived meanwhile.", title="New diagnosis")
             self.unseen = 0
@@ -815,6 +852,8 @@ class TroubleshootApp(App):
     async def action_quit(self) -> None:
         # Stop first: probes stop waiting and their children die, a scan stops at its next chunk.
         self.bg.stop()
+        if hasattr(self._driver, "quitting"):
+            self._driver.quitting = True
         self.exit()
 
     def on_unmount(self) -> None:
@@ -856,7 +895,49 @@ def _size(path: str | None) -> int:
         return 0
 
 
-def run_tui(**kwargs) -> int:
-    app = TroubleshootApp(**kwargs)
-    app.run()
-    return app.return_code or 0
+def _quick_exit_driver():
+    """Textual's Linux driver joins its input thread on exit, and that thread sleeps in
+    select(0.1) twice: up to 0.2 s after `q`. When the app is quitting for good the thread
+    (which only reads keys) is left to end on its own; suspend/resume still joins it."""
+    if sys.platform == "win32":
+        return None
+    import termios
+
+    from textual.drivers.linux_driver import LinuxDriver
+
+    class QuickExitDriver(LinuxDriver):
+        quitting = False
+
+        def disable_input(self) -> None:
+            if not self.quitting or self.exit_event.is_set():
+                return super().disable_input()
+            signal.signal(signal.SIGWINCH, signal.SIG_DFL)
+            self._disable_mouse_support()
+            self.exit_event.set()
+            try:
+                termios.tcflush(self.fileno, termios.TCIFLUSH)
+            except termios.error:
+                pass
+
+    return QuickExitDriver
+
+
+def run_tui(fast_exit: bool = False, **kwargs) -> int:
+    """Run the TUI; the exit code is non-zero when it crashed (Textual prints the error once
+    the terminal is restored). `fast_exit`: the process ends right after, without tearing
+    down the interpreter (~1 s with rules and a scan in memory): only for the `tui` command."""
+    app = TroubleshootApp(driver_class=_quick_exit_driver() if fast_exit else None, **kwargs)
+    # Background jobs (ten probes, a scan) hold the GIL in turns; the default 5 ms hand-over makes
+    # every step of handling a key wait behind them. A shorter interval keeps keys responsive.
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(0.0005)
+    try:
+        app.run()
+    finally:
+        sys.setswitchinterval(previous)
+    code = app.return_code or 0
+    if fast_exit:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
