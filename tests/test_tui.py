@@ -326,16 +326,17 @@ async def test_markup_and_escapes_in_rules_and_logs_show_literally(tmp_path, rul
         assert all("\x1b" not in t for _, t in app.query_one("#log-view").rows)
 
 
-def test_a_crash_exits_non_zero_after_restoring_the_terminal(monkeypatch, capsys):
+def test_a_crash_exits_non_zero_after_restoring_the_terminal(monkeypatch):
     from troubleshoot.tui import app as tui_app
 
-    def boom(self):
+    def boom(self, *args):
         raise RuntimeError("boom in the TUI")
 
-    monkeypatch.setattr(tui_app.TroubleshootApp, "_render_machine", boom)
+    # Raised in what a background job delivers: it must end the app, not vanish with the thread.
+    monkeypatch.setattr(tui_app.TroubleshootApp, "_show_diagnoses", boom)
     real_run = tui_app.TroubleshootApp.run
     monkeypatch.setattr(tui_app.TroubleshootApp, "run", lambda self: real_run(self, headless=True))
-    assert tui_app.run_tui(snapshot=str(BASE), probe=False) == 1
+    assert tui_app.run_tui(log=OOM_LOG, snapshot=str(BASE), probe=False) == 1
 
 
 # ------------------------------------------------------------------ what users see, at 80x24
@@ -421,3 +422,70 @@ async def test_60x15_keeps_help_quit_and_the_whole_symptom():
         await pilot.press("p")  # typing in the paste area: the keys that work there
         keys = str(app.query_one("#keys").render())
         assert "F1 help" in keys and "^q quit" in keys
+
+
+# ------------------------------------------------------------------ quitting stops the work
+
+def _child_probe_plugin(started: list):
+    import sys as _sys
+
+    from troubleshoot.hookspecs import hookimpl
+
+    class Slow:
+        @staticmethod
+        @hookimpl
+        def troubleshoot_probes():
+            def run(ctx):
+                started.append(True)
+                r = ctx.run([_sys.executable, "-c", "import time; time.sleep(600)"], timeout=600)
+                return {"available": r.ok}
+
+            return [Probe("slowchild", run, timeout=600)]
+
+    return Slow
+
+
+@pytest.mark.asyncio
+async def test_quit_kills_the_probes_children_at_once():
+    started: list = []
+    plugins = load_plugins()
+    plugins.pm.register(_child_probe_plugin(started), name="slowchild")
+    app = TroubleshootApp(plugins=plugins, probe=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        def sleeper():
+            return next((c for c in list(app.bg.runner._children) if "time.sleep(600)" in c.args[-1]), None)
+
+        await wait_for(pilot, sleeper)  # the probe's child interpreter runs
+        child = sleeper()
+        assert "probing" in str(app.query_one("#status").render())
+        await pilot.press("q")
+    assert child.wait(30) == -9  # killed by the quit, not left to run its 600 s
+    assert app.bg.stopped.is_set()
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+async def test_quit_stops_a_scan_between_chunks(tmp_path, monkeypatch):
+    import sys
+    import threading
+
+    monkeypatch.setenv("TROUBLESHOOT_SCAN_ENGINE", "re2")  # seconds of scanning, not a blink
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import scan_bench
+
+    log = tmp_path / "big.log"
+    scan_bench.generate(log, 400)
+    app = TroubleshootApp(log=str(log), snapshot=str(BASE), probe=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.progress.scan_done > 0, timeout=120)
+        assert "scanning" in str(app.query_one("#status").render())
+        await pilot.press("q")
+
+    def scan_threads():
+        return [t for t in threading.enumerate() if t.name == "tui-scan"]
+
+    loop_end = asyncio.get_running_loop().time() + 30
+    while scan_threads():
+        assert asyncio.get_running_loop().time() < loop_end, "the scan did not stop"
+        await asyncio.sleep(0.01)
+    assert app.result is None  # it stopped: no diagnosis of a half-read log

@@ -301,7 +301,7 @@ class TroubleshootApp(App):
         if self.bg.stopped.is_set():
             return
         try:
-            self.call_from_thread(fn, *args)
+            self.call_from_thread(self.call_later, fn, *args)  # an error there ends the app
         except RuntimeError:  # the app is closing
             pass
 

@@ -57,10 +57,9 @@ class Background:
         def deliver(callback, value) -> None:
             if callback is None or not current():
                 return
-            try:
-                self.app.call_from_thread(lambda: callback(value) if current() else None)
-            except RuntimeError:  # the app closed meanwhile
-                pass
+            # Scheduled on the app's loop, not run inside call_from_thread: an exception there
+            # would come back to this thread and vanish; on the loop it ends the app (exit 1).
+            self._post(lambda: callback(value) if current() else None)
 
         def body() -> None:
             try:
@@ -72,10 +71,7 @@ class Background:
                 return
             except Exception as exc:  # a bug: crash the app (non-zero exit, the error printed after)
                 if not self.stopped.is_set():
-                    try:
-                        self.app.call_from_thread(self.app.call_later, _reraise, exc)
-                    except RuntimeError:
-                        pass
+                    self._post(lambda: _reraise(exc))
                 return
             finally:
                 with self._lock:
@@ -84,6 +80,12 @@ class Background:
             deliver(on_done, result)
 
         threading.Thread(target=body, name=f"tui-{group}", daemon=True).start()
+
+    def _post(self, fn: Callable[[], None]) -> None:
+        try:
+            self.app.call_from_thread(self.app.call_later, fn)
+        except RuntimeError:  # the app closed meanwhile
+            pass
 
     def stop(self) -> None:
         """The user quits: every run is told to stop, the probes' children are killed."""
