@@ -133,8 +133,10 @@ class TroubleshootApp(App):
                         yield TextArea(id="log-text", soft_wrap=False, show_line_numbers=True, placeholder=PASTE_HINT)
             with TabPane("Rules", id="rules"):
                 with Vertical():
-                    yield Input(placeholder="/ filter: words in the id, symptom, title, text or patterns",
-                                id="rules-filter", compact=True)
+                    with Horizontal(id="rules-bar"):
+                        yield Input(placeholder="/ filter: words in the id, symptom, title, text or patterns",
+                                    id="rules-filter", compact=True)
+                        yield Static("", id="rules-count", markup=False)
                     yield Static("", id="rules-problems", markup=False)
                     with Horizontal(classes="pane"):
                         yield DataTable(id="rules-table", cursor_type="row", zebra_stripes=True)
@@ -761,8 +763,7 @@ class TroubleshootApp(App):
         table.add_column("sev.", width=cols.severity)
         for r in rules:
             table.add_row(*views.rule_row(r, cols), key=r.id)
-        shown = f"{len(rules)} of {len(self.ruleset.rules)} rules match" if query.strip() else ""
-        self.query_one("#rules-table", DataTable).border_subtitle = shown
+        self.query_one("#rules-count", Static).update(f"{len(rules)} of {len(self.ruleset.rules)}" if query.strip() else "")
         if not rules:
             self.query_one("#rule-text", Static).update("No rule matches the filter." if query.strip() else "")
 

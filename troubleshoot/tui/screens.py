@@ -200,6 +200,26 @@ class DiffLines:
                 rest = rest[step:]
 
 
+class Hanging:
+    """Plain lines word-wrapped with their continuation indented under the text (a step's
+    "1. create: ..." wraps under "create", not at column 0)."""
+
+    def __init__(self, text: str, style: str = ""):
+        self.lines = terminal_safe(text).splitlines()
+        self.style = style
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        import textwrap
+
+        width = max(options.max_width, 20)
+        for line in self.lines:
+            lead = len(line) - len(line.lstrip())
+            m = _STEP.match(line)
+            indent = lead + (len(m.group(0)) - len(m.group(1)) if m else 2)
+            for piece in textwrap.wrap(line, width, subsequent_indent=" " * indent) or [""]:
+                yield Text(piece, style=self.style, no_wrap=True, overflow="crop")
+
+
 _FENCE = re.compile(r"```[^\n]*\n(.*?)```", re.S)
 
 
@@ -306,9 +326,9 @@ class FixScreen(ModalScreen[None]):
                 elif b.kind == "diff":
                     widgets.append(Static(DiffLines(b.text), classes="fix-diff"))
                 else:
-                    widgets.append(Static(Text(terminal_safe(b.text)), classes="fix-text"))
+                    widgets.append(Static(Hanging(b.text), classes="fix-text"))
         for e in self.errors:
-            widgets.append(Static(Text(f"cannot plan: {terminal_safe(e)}", style="bold red")))
+            widgets.append(Static(Hanging(f"cannot plan: {e}", style="bold red")))
         if not widgets:
             widgets.append(Static("Nothing to do.", markup=False))
         body.mount_all(widgets)
