@@ -357,6 +357,7 @@ def settled(*keys: str, then=None):
         await pilot.press(*keys)
         if then is not None:
             await then(pilot)
+        await wait_for(pilot, app.bg.idle)  # the lint a Rules tab starts, say
         await app.workers.wait_for_complete()
         await pilot.wait_for_scheduled_animations()
         await pilot.pause(0.5)

@@ -81,6 +81,11 @@ class Background:
 
         threading.Thread(target=body, name=f"tui-{group}", daemon=True).start()
 
+    def idle(self) -> bool:
+        """No job is running (tests wait on this before taking a picture)."""
+        with self._lock:
+            return not self._runs
+
     def _post(self, fn: Callable[[], None]) -> None:
         try:
             self.app.call_from_thread(self.app.call_later, fn)
