@@ -9,7 +9,6 @@ scan. Designed at 80x24: below 120 columns the panes stack, from 120 they sit si
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import time
 from pathlib import Path
@@ -28,6 +27,7 @@ from troubleshoot.report.text import action_line
 from troubleshoot.textsafe import terminal_safe
 from troubleshoot.tui import views
 from troubleshoot.tui.background import Background
+from troubleshoot.tui.driver import quick_exit_driver
 from troubleshoot.tui.logview import LogView, rows_for
 from troubleshoot.tui.screens import ConfirmScreen, ExportScreen, FixScreen, HelpScreen
 
@@ -848,6 +848,9 @@ class TroubleshootApp(App):
         return "\n".join(dict.fromkeys(lines))
 
     def action_help(self) -> None:
+        if isinstance(self.screen, HelpScreen):  # F1 again closes it
+            self.screen.dismiss(None)
+            return
         self.push_screen(HelpScreen())
 
     async def action_quit(self) -> None:
@@ -896,38 +899,11 @@ def _size(path: str | None) -> int:
         return 0
 
 
-def _quick_exit_driver():
-    """Textual's Linux driver joins its input thread on exit, and that thread sleeps in
-    select(0.1) twice: up to 0.2 s after `q`. When the app is quitting for good the thread
-    (which only reads keys) is left to end on its own; suspend/resume still joins it."""
-    if sys.platform == "win32":
-        return None
-    import termios
-
-    from textual.drivers.linux_driver import LinuxDriver
-
-    class QuickExitDriver(LinuxDriver):
-        quitting = False
-
-        def disable_input(self) -> None:
-            if not self.quitting or self.exit_event.is_set():
-                return super().disable_input()
-            signal.signal(signal.SIGWINCH, signal.SIG_DFL)
-            self._disable_mouse_support()
-            self.exit_event.set()
-            try:
-                termios.tcflush(self.fileno, termios.TCIFLUSH)
-            except termios.error:
-                pass
-
-    return QuickExitDriver
-
-
 def run_tui(fast_exit: bool = False, **kwargs) -> int:
     """Run the TUI; the exit code is non-zero when it crashed (Textual prints the error once
     the terminal is restored). `fast_exit`: the process ends right after, without tearing
     down the interpreter (~1 s with rules and a scan in memory): only for the `tui` command."""
-    app = TroubleshootApp(driver_class=_quick_exit_driver() if fast_exit else None, **kwargs)
+    app = TroubleshootApp(driver_class=quick_exit_driver() if fast_exit else None, **kwargs)
     # Background jobs (ten probes, a scan) hold the GIL in turns; the default 5 ms hand-over makes
     # every step of handling a key wait behind them. A shorter interval keeps keys responsive.
     previous = sys.getswitchinterval()
