@@ -13,9 +13,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable
 
-from troubleshoot.engine.scanner import ScanCancelled
 from troubleshoot.errors import TroubleshootError
-from troubleshoot.probes.base import ChildRunner
 
 
 class _Flag:
@@ -36,9 +34,21 @@ class Background:
     def __init__(self, app):
         self.app = app
         self.stopped = threading.Event()
-        self.runner = ChildRunner()
+        self._runner = None
         self._runs: dict[str, _Flag] = {}
         self._lock = threading.Lock()
+
+    @property
+    def runner(self):
+        """The probes' child runner, made on first use (the probe modules load after the first paint)."""
+        from troubleshoot.probes.base import ChildRunner
+
+        with self._lock:
+            if self._runner is None:
+                self._runner = ChildRunner()
+                if self.stopped.is_set():
+                    self._runner.kill()
+            return self._runner
 
     def start(self, group: str, fn: Callable[[_Flag], Any], on_done: Callable[[Any], None],
               on_error: Callable[[TroubleshootError], None] | None = None) -> None:
@@ -51,7 +61,7 @@ class Background:
             self._runs[group] = flag
 
         def current() -> bool:
-            with self._lock:  # superseded runs are dropped; a finished one is no longer listed
+            with self._lock:  # a superseded run's result is dropped
                 return self._runs.get(group, flag) is flag and not flag.is_set()
 
         def deliver(callback, value) -> None:
@@ -62,22 +72,25 @@ class Background:
             self._post(lambda: callback(value) if current() else None)
 
         def body() -> None:
+            from troubleshoot.engine.scanner import ScanCancelled
+
             try:
-                result = fn(flag)
-            except ScanCancelled:
-                return
-            except TroubleshootError as exc:
-                deliver(on_error, exc)
-                return
-            except Exception as exc:  # a bug: crash the app (non-zero exit, the error printed after)
-                if not self.stopped.is_set():
-                    self._post(lambda: _reraise(exc))
-                return
-            finally:
+                try:
+                    result = fn(flag)
+                except ScanCancelled:
+                    return
+                except TroubleshootError as exc:
+                    deliver(on_error, exc)
+                    return
+                except Exception as exc:  # a bug: crash the app (non-zero exit, the error printed after)
+                    if not self.stopped.is_set():
+                        self._post(lambda: _reraise(exc))
+                    return
+                deliver(on_done, result)
+            finally:  # listed until its result is posted: `idle()` means nothing is left to arrive
                 with self._lock:
                     if self._runs.get(group) is flag:
                         del self._runs[group]
-            deliver(on_done, result)
 
         threading.Thread(target=body, name=f"tui-{group}", daemon=True).start()
 
@@ -95,7 +108,10 @@ class Background:
     def stop(self) -> None:
         """The user quits: every run is told to stop, the probes' children are killed."""
         self.stopped.set()
-        self.runner.kill()
+        with self._lock:
+            runner = self._runner
+        if runner is not None:
+            runner.kill()
 
 
 def _reraise(exc: BaseException) -> None:

@@ -260,7 +260,7 @@ KEYS: dict[str, list[tuple[str, str]]] = {
     "diagnoses": [("↑↓", "select"), ("enter", "detail"), ("f", "fix"), ("p", "paste"), ("e", "export"),
                   ("m l r h", "views")],
     "detail": [("esc", "back"), ("f", "fix"), ("e", "export")],
-    "machine": [("d", "diagnoses"), ("^r", "probe again"), ("e", "export")],
+    "machine": [("d", "diagnoses"), ("^r", "refresh"), ("e", "export")],
     "log": [("n/N", "next/prev evidence"), ("p", "paste"), ("o", "open file"), ("d", "diagnoses")],
     "paste": [("^r", "diagnose"), ("^l", "clear"), ("esc", "leave")],
     "open": [("enter", "open"), ("esc", "leave")],
