@@ -318,7 +318,7 @@ def cmd_tui(args) -> int:
     return run_tui(log=getattr(args, "log", None), snapshot=getattr(args, "snapshot", None),
                    rules=getattr(args, "rules", []), follow=getattr(args, "follow", None),
                    root=getattr(args, "root", None), probe=not getattr(args, "no_probe", False),
-                   plugins=_plugins(args))
+                   plugins=_plugins(args), fast_exit=True)
 
 
 def cmd_probe(args) -> int:

@@ -1,29 +1,48 @@
 """The Textual front door: machine, log, ranked diagnoses, fixes, rules, history.
 
-It drives the same pipeline as the CLI (probes, engine, executor) from workers, so input never
-blocks; it holds no diagnosis logic of its own.
+It drives the same pipeline as the CLI (probes, engine, executor) from background jobs, so input
+never blocks and `q` never waits for them; it holds no diagnosis logic of its own. A log is
+scanned once: facts that arrive later (probes finishing) re-run only the diagnosis over the kept
+scan. Designed at 80x24: below 120 columns the panes stack, from 120 they sit side by side.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 
-from textual import on, work
-from textual.css.query import NoMatches
+from rich.text import Text
+from textual import on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import (Button, DataTable, Footer, Header, Input, Markdown, Static, TabbedContent, TabPane,
+from textual.css.query import NoMatches
+from textual.screen import ModalScreen
+from textual.widgets import (Button, ContentSwitcher, DataTable, Input, Markdown, Static, TabbedContent, TabPane,
                              TextArea)
 
-from troubleshoot.tui.screens import ConfirmScreen, FixScreen, HelpScreen
 from troubleshoot.report.text import action_line
+from troubleshoot.textsafe import terminal_safe
+from troubleshoot.tui import views
+from troubleshoot.tui.background import Background
+from troubleshoot.tui.driver import quick_exit_driver
+from troubleshoot.tui.logview import LogView, rows_for
+from troubleshoot.tui.screens import ConfirmScreen, ExportScreen, FixScreen, HelpScreen
 
-SEV_MARK = {"error": "✖ ERROR", "warning": "▲ WARN", "info": "● INFO"}
 AREAS = ("host", "nvml", "kernel", "cuda", "frameworks", "docker", "io", "env")
 PASTE_LIMIT = 50 << 20
+PASTE_HINT = ("Paste a log here (your terminal's paste: ctrl+shift+v, shift+insert or the mouse), "
+              "then ctrl+r to diagnose it.  ctrl+l clears.  esc leaves.")
+PROBE_WORDS = {"ok": "OK", "unavailable": "unavailable", "error": "ERROR", "timeout": "TIMED OUT"}
+# Actions that make no sense under a modal (a confirmation, the fix preview): the app ignores them there.
+BASE_ONLY = {"show_tab", "preview_fix", "paste", "open_log", "diagnose", "clear_paste", "filter_rules",
+             "reload_rules", "export", "undo_selected", "back"}
+
+
+class KeyBar(Static):
+    """The footer: help and quit always, then the keys of the view in focus that fit."""
 
 
 class TroubleshootApp(App):
@@ -31,6 +50,7 @@ class TroubleshootApp(App):
 
     CSS_PATH = "app.tcss"
     TITLE = "troubleshoot"
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     BINDINGS = [
         Binding("d", "show_tab('diagnoses')", "Diagnoses"),
         Binding("m", "show_tab('machine')", "Machine"),
@@ -38,17 +58,24 @@ class TroubleshootApp(App):
         Binding("r", "show_tab('rules')", "Rules"),
         Binding("h", "show_tab('history')", "History"),
         Binding("f", "preview_fix", "Fix preview"),
-        Binding("ctrl+r", "diagnose", "Diagnose", show=False),
-        Binding("R", "reload_rules", "Reload rules", show=False),
+        Binding("p", "paste", "Paste a log"),
+        Binding("o", "open_log", "Open a log file"),
+        Binding("ctrl+r,ctrl+enter", "diagnose", "Diagnose", priority=True),
+        Binding("ctrl+l", "clear_paste", "Clear the paste area", priority=True),
+        Binding("slash", "filter_rules", "Filter rules"),
+        Binding("R", "reload_rules", "Reload rules"),
         Binding("e", "export", "Export"),
+        Binding("u", "undo_selected", "Undo"),
         Binding("question_mark", "help", "Help"),
-        Binding("escape", "show_tab('diagnoses')", "Back", show=False),
+        Binding("f1", "help", "Help", priority=True),
+        Binding("escape", "back", "Back"),
         Binding("q", "quit", "Quit"),
     ]
 
     def __init__(self, log: str | None = None, snapshot: str | None = None, rules: list[str] | None = None,
-                 follow: str | None = None, root: str | None = None, probe: bool = True, plugins=None):
-        super().__init__()
+                 follow: str | None = None, root: str | None = None, probe: bool = True, plugins=None,
+                 driver_class=None):
+        super().__init__(driver_class=driver_class)
         self.log_path = follow or log
         self.follow = follow is not None
         self.snapshot_path = snapshot
@@ -59,17 +86,30 @@ class TroubleshootApp(App):
         self.facts: dict | None = None
         self.ruleset = None
         self.diagnoses: list = []
+        self.result = None
         self.pasted: str | None = None
         self.follow_offset = 0
         self.probe_status: dict[str, str] = {a: ("waiting" if self.do_probe else "-") for a in AREAS}
+        self.progress = views.Progress(rules=True)
+        self.bg = Background(self)
+        self.scanned = None  # the kept scan of the current log (pipeline.Scanned)
+        self._old_scans: list = []  # replaced scans, closed once a newer diagnosis is shown
+        self.scan_key: tuple | None = None  # (path, pasted text) the kept scan is of
+        self.scanning_key: tuple | None = None  # the one being scanned now
+        self.scans = 0  # how many times a log was read (facts arriving later never add one)
+        self.unseen = 0  # new diagnoses that arrived while a modal was up
+        self.linted = False
+        self._laid_out_width = 0
+        self._stale: set[str] = {"rules", "history"}
+        self.last_seconds = 0.0
 
     # ------------------------------------------------------------ layout
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield Static("", id="status", markup=False)
         with TabbedContent(initial="diagnoses"):
             with TabPane("Diagnoses", id="diagnoses"):
-                with Horizontal():
+                with Horizontal(id="diag-pane", classes="pane"):
                     yield DataTable(id="diag-table", cursor_type="row", zebra_stripes=True)
                     with VerticalScroll(id="diag-detail"):
                         yield Static("", id="diag-head", markup=False)
@@ -77,20 +117,28 @@ class TroubleshootApp(App):
                         yield Static("", id="diag-evidence", markup=False)
                         yield Static("", id="diag-fixes", markup=False)
             with TabPane("Machine", id="machine"):
-                with VerticalScroll():
+                with VerticalScroll(id="machine-scroll"):
                     yield Static("", id="probe-status", markup=False)
-                    yield DataTable(id="gpu-table", zebra_stripes=True)
+                    yield Static("", id="gpu-table", markup=False)
                     yield Static("", id="machine-facts", markup=False)
             with TabPane("Log", id="log"):
                 with Vertical():
                     with Horizontal(id="log-bar"):
-                        yield Input(placeholder="path to a log file, Enter to open", id="log-path")
-                        yield Button("Diagnose pasted text", id="diagnose-paste", variant="primary")
-                    yield TextArea(id="log-text", soft_wrap=False, show_line_numbers=True)
+                        yield Input(placeholder="path to a log file, Enter to open (o)", id="log-path", compact=True)
+                        yield Button("Diagnose ^r", id="diagnose-paste", variant="primary", compact=True)
+                        yield Button("Clear ^l", id="clear-paste", compact=True)
+                    yield Static("", id="log-note", markup=False)
+                    with ContentSwitcher(initial="log-view", id="log-switch"):
+                        yield LogView(id="log-view")
+                        yield TextArea(id="log-text", soft_wrap=False, show_line_numbers=True, placeholder=PASTE_HINT)
             with TabPane("Rules", id="rules"):
                 with Vertical():
+                    with Horizontal(id="rules-bar"):
+                        yield Input(placeholder="/ filter: words in the id, symptom, title, text or patterns",
+                                    id="rules-filter", compact=True)
+                        yield Static("", id="rules-count", markup=False)
                     yield Static("", id="rules-problems", markup=False)
-                    with Horizontal():
+                    with Horizontal(classes="pane"):
                         yield DataTable(id="rules-table", cursor_type="row", zebra_stripes=True)
                         with VerticalScroll(id="rule-detail"):
                             yield Static("", id="rule-text", markup=False)
@@ -98,149 +146,367 @@ class TroubleshootApp(App):
                 with Vertical():
                     yield Static("Applied fixes, newest first. Select one and press u to undo it.", id="history-help")
                     yield DataTable(id="history-table", cursor_type="row", zebra_stripes=True)
-        yield Footer()
+        yield KeyBar("", id="keys", markup=False)
 
     def on_mount(self) -> None:
-        t = self.query_one("#diag-table", DataTable)
-        t.add_columns("#", "severity", "symptom", "title", "conf.", "lines")
-        g = self.query_one("#gpu-table", DataTable)
-        g.add_columns("GPU", "name", "memory MiB", "util", "temp", "power W", "PCIe now/max", "throttle", "ECC/Xid")
-        self.query_one("#rules-table", DataTable).add_columns("id", "symptom", "sev.", "pack", "file:line")
-        self.query_one("#history-table", DataTable).add_columns("id", "status", "fix", "where")
-        self.bind("u", "undo_selected", description="Undo")
+        self.watch(self.screen, "focused", lambda _: self._render_keys())
         self._render_probe_status()
-        self.load_rules()
+        self._render_machine()
+        self._render_status()
+        self._load_rules()
         if self.snapshot_path:
-            self.load_snapshot()
+            self._load_snapshot()
         elif self.do_probe:
-            self.run_probes()
+            self._run_probes()
         if self.log_path:
             self.query_one("#log-path", Input).value = self.log_path
-        self.refresh_history()
+        self._placeholder()
+        self.query_one("#diag-table", DataTable).focus()
         if self.follow:
             self.set_interval(1.0, self.poll_follow)
 
-    # ------------------------------------------------------------ workers
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._relayout)
 
-    @work(thread=True, exclusive=True, group="rules")
-    def load_rules(self) -> None:
+    def _relayout(self) -> None:
+        # Tables are cut to the width: refill the one in view now, the others when shown.
+        if self.size.width == self._laid_out_width:
+            return
+        self._laid_out_width = self.size.width
+        self._stale = {"rules", "history"}
+        self._fill_diagnoses(keep_cursor=True)
+        self._fill_visible()
+        self._render_keys()
+
+    def _fill_visible(self) -> None:
+        tab = self.query_one(TabbedContent).active
+        if tab in self._stale:
+            self._stale.discard(tab)
+            if tab == "rules":
+                self._fill_rules()
+            else:
+                self.refresh_history()
+
+    @on(TabbedContent.TabActivated)
+    def _tab_changed(self) -> None:
+        self._render_keys()
+        self._fill_visible()
+        if self.query_one(TabbedContent).active == "rules":
+            self._lint()
+
+    # ------------------------------------------------------------ status line and footer
+
+    def _render_status(self) -> None:
+        r = self.result
+        count = len(self.diagnoses) if r is not None else None
+        lines = (r.scan.total_lines if r.scan else r.lines) if r is not None and (r.scan or r.lines) else None
+        extra = f"{self.unseen} new" if self.unseen else ""
+        source = r.source if r is not None else ("pasted log" if self.pasted is not None else self.log_path)
+        self.sub_title = views.status_line(source, lines, count, self.progress).plain
+        try:
+            self.query_one("#status", Static).update(views.status_line(source, lines, count, self.progress, extra))
+        except NoMatches:
+            return
+
+    def _key_context(self) -> tuple[str, bool]:
+        focused = self.screen.focused if self.screen is self.screen_stack[0] else None
+        fid = focused.id if focused is not None else None
+        typing = isinstance(focused, (Input, TextArea))
+        special = {"rules-filter": "filter", "log-path": "open", "log-text": "paste", "log-view": "log"}
+        if fid in special:
+            return special[fid], typing
+        tab = self.query_one(TabbedContent).active
+        if tab == "diagnoses" and self.query_one("#diag-pane").has_class("detail-only"):
+            return "detail", typing
+        return tab or "diagnoses", typing
+
+    def _render_keys(self) -> None:
+        try:
+            bar = self.query_one("#keys", KeyBar)
+        except NoMatches:
+            return
+        context, typing = self._key_context()
+        bar.update(views.key_bar(context, max(20, self.size.width - 1), typing))
+
+    def check_action(self, action: str, parameters) -> bool | None:
+        if action in BASE_ONLY and isinstance(self.screen, ModalScreen):
+            return False
+        return True
+
+    # ------------------------------------------------------------ background work
+
+    def _load_rules(self) -> None:
         from troubleshoot import pipeline
+
+        self.progress.rules = True
+        self.linted = False
+        self._render_status()
+        self.bg.start("rules", lambda cancel: pipeline.load_rules(self.rule_dirs, self.plugins), self._rules_loaded,
+                      self._job_failed)
+
+    def _rules_loaded(self, ruleset) -> None:
+        self.ruleset = ruleset
+        self.progress.rules = False
+        self._show_problems([views.safe(p) for p in ruleset.problems], linted=False)
+        self._stale.add("rules")  # 300 rows: filled when the Rules tab is shown
+        self._fill_visible()
+        self.scan_key = None  # the patterns may have changed: the log is read again
+        self.diagnose()
+        if self.query_one(TabbedContent).active == "rules":
+            self._lint()
+
+    def _lint(self) -> None:
+        """The full lint (every example matched: ~1 s of CPU) runs when the Rules tab is first
+        shown, not at start where it would slow the first diagnosis and the first keys."""
         from troubleshoot.engine.lint import lint
 
-        ruleset = pipeline.load_rules(self.rule_dirs, self.plugins)
-        problems = [str(p) for p in lint(ruleset)]
-        self.call_from_thread(self._rules_loaded, ruleset, problems)
+        if self.linted or self.ruleset is None:
+            return
+        self.linted = True
+        ruleset = self.ruleset
+        self.bg.start("lint", lambda cancel: [views.safe(p) for p in lint(ruleset)],
+                      lambda problems: self._show_problems(problems, linted=True) if ruleset is self.ruleset else None)
 
-    def _rules_loaded(self, ruleset, problems: list[str]) -> None:
-        self.ruleset = ruleset
-        table = self.query_one("#rules-table", DataTable)
-        table.clear()
-        for r in sorted(ruleset.rules, key=lambda r: (r.symptom, r.id)):
-            table.add_row(r.id, r.symptom, r.severity, r.origin.pack, f"{Path(r.origin.path).name}:{r.origin.line}", key=r.id)
-        note = f"{len(ruleset.rules)} rules loaded from {len(ruleset.packs)} pack(s)."
+    def _show_problems(self, problems: list[str], linted: bool) -> None:
+        note = f"{len(self.ruleset.rules)} rules from {len(self.ruleset.packs)} pack(s)"
+        note += "." if linted else ", linting…"
         if problems:
-            note += f" {len(problems)} problem(s):\n" + "\n".join(problems[:20])
+            note += f" {len(problems)} problem(s):\n" + "\n".join(problems[:5])
+            if len(problems) > 5:
+                note += f"\n… and {len(problems) - 5} more (troubleshoot rules lint)"
         self.query_one("#rules-problems", Static).update(note)
-        self.action_diagnose()
 
-    @work(thread=True, exclusive=True, group="probe")
-    def run_probes(self) -> None:
+    def _job_failed(self, exc) -> None:
+        self.progress.rules = self.progress.scanning = self.progress.diagnosing = False
+        self.scanning_key = None
+        self._render_status()
+        self._placeholder()
+        self.notify(views.safe(exc), severity="error", timeout=10, markup=False)
+
+    def _run_probes(self) -> None:
         from troubleshoot import pipeline
+        from troubleshoot.probes.base import ProbeContext
 
-        def on_result(outcome) -> None:
-            self.call_from_thread(self._probe_done, outcome.name, outcome.status, outcome.facts)
+        def job(cancel):
+            def on_start(names):
+                self._from_thread(self._probes_started, list(names))
 
-        snap = pipeline.probe(None, self.plugins, on_result=on_result)
-        self.call_from_thread(self._facts_ready, snap)
+            def on_result(outcome):
+                self._from_thread(self._probe_done, outcome.name, outcome.status, outcome.facts)
+
+            return pipeline.probe(None, self.plugins, on_result=on_result, ctx=ProbeContext(runner=self.bg.runner),
+                                  cancel=cancel, on_start=on_start)
+
+        self.bg.start("probe", job, self._facts_ready)
+
+    def _from_thread(self, fn, *args) -> None:
+        if self.bg.stopped.is_set():
+            return
+        try:
+            self.call_from_thread(self.call_later, fn, *args)  # an error there ends the app
+        except RuntimeError:  # the app is closing
+            pass
+
+    def _probes_started(self, names: list[str]) -> None:
+        self.progress.probes_total = len(names)
+        self.probe_status = {n: "running" for n in names}
+        self._render_probe_status()
+        self._render_status()
+        self._placeholder()
 
     def _probe_done(self, name: str, status: str, facts: dict) -> None:
-        self.probe_status[name] = {"ok": "OK", "unavailable": "unavailable", "error": "ERROR", "timeout": "TIMED OUT"}.get(status, status)
+        self.probe_status[name] = PROBE_WORDS.get(status, status)
+        self.progress.probes_done += 1
         self.facts = {**(self.facts or {}), name: facts}
         self._render_probe_status()
         self._render_machine()
+        self._render_status()
+        self._placeholder()
 
     def _facts_ready(self, snap: dict) -> None:
         self.facts = snap
+        self.progress.probes_total = 0
         self._render_machine()
-        self.action_diagnose()
+        self._render_status()
+        self.diagnose()
 
-    @work(thread=True, exclusive=True, group="snapshot")
-    def load_snapshot(self) -> None:
+    def _load_snapshot(self) -> None:
         from troubleshoot import snapshot
-        from troubleshoot.errors import TroubleshootError
 
-        try:
-            loaded = snapshot.load(self.snapshot_path)
-        except TroubleshootError as exc:
-            self.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
-            return
+        self.bg.start("snapshot", lambda cancel: snapshot.load(self.snapshot_path), self._snapshot_loaded,
+                      self._job_failed)
+
+    def _snapshot_loaded(self, loaded) -> None:
         for w in loaded.warnings[:5]:
-            self.call_from_thread(self.notify, w, severity="warning")
+            self.notify(views.safe(w), severity="warning", markup=False)
         self.probe_status = {a: ("from snapshot" if a in loaded.facts else "missing") for a in AREAS}
-        self.call_from_thread(self._render_probe_status)
-        self.call_from_thread(self._facts_ready, loaded.facts)
+        self._render_probe_status()
+        self._facts_ready(loaded.facts)
 
-    def action_diagnose(self) -> None:
-        if self.ruleset is not None:
-            self.diagnose_worker(self.log_path, self.pasted)
-
-    @work(thread=True, exclusive=True, group="diagnose")
-    def diagnose_worker(self, log_path: str | None, pasted: str | None) -> None:
-        from troubleshoot import pipeline
-        from troubleshoot.errors import TroubleshootError
-
-        started = time.monotonic()
-        try:
-            if pasted is not None:
-                result = pipeline.run(None, facts=self.facts, ruleset=self.ruleset, log_text=pasted)
-            else:
-                result = pipeline.run(log_path, facts=self.facts, ruleset=self.ruleset)
-        except TroubleshootError as exc:
-            self.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
+    def diagnose(self) -> None:
+        """Diagnose the current log (or pasted text) with the current facts: the log is read
+        only when it is not the one already scanned."""
+        if self.ruleset is None:
             return
-        self.call_from_thread(self._show_diagnoses, result, time.monotonic() - started)
-
-    def _show_diagnoses(self, result, seconds: float) -> None:
-        old = {_key(d) for d in self.diagnoses}
-        self.diagnoses = result.diagnoses
-        table = self.query_one("#diag-table", DataTable)
-        table.clear()
-        for i, d in enumerate(self.diagnoses, 1):
-            lines = f"{d.first_line}-{d.last_line}" if d.count > 1 else (str(d.first_line) if d.count else "facts")
-            table.add_row(str(i), SEV_MARK.get(d.severity, d.severity), d.symptom, d.title, f"{d.confidence:.2f}",
-                          lines, key=_key(d))
-        lines = result.scan.total_lines if result.scan else 0
-        n = len(self.diagnoses)
-        self.sub_title = f"{result.source} · {lines} lines · {n} diagnos{'i' if n == 1 else 'e'}s"
-        self.last_seconds = seconds
-        new = [d for d in self.diagnoses if _key(d) not in old]
-        if old and new:
-            self.notify("New: " + "; ".join(d.title for d in new[:3]), title="New diagnosis")
-        if self.diagnoses:
-            table.move_cursor(row=0)
-            self._show_detail(self.diagnoses[0])
+        key = (self.log_path, self.pasted)
+        if self.pasted is None and self.log_path is None:
+            self._diagnose_facts()
+        elif key == self.scanning_key:
+            return  # being scanned: the scan's diagnosis uses the facts of when it ends
+        elif key != self.scan_key or self.scanned is None:
+            self._scan(key)
         else:
-            self.query_one("#diag-head", Static).update("No known problem found." if result.scan or self.facts
-                                                        else "Open or paste a log (l), or wait for the probes.")
-            self.query_one("#diag-explain", Markdown).update("")
-            self.query_one("#diag-evidence", Static).update("")
-            self.query_one("#diag-fixes", Static).update("")
-        self._render_machine()
+            self._diagnose_scanned()
 
-    @on(DataTable.RowHighlighted, "#rules-table")
-    def _rule_row(self, event: DataTable.RowHighlighted) -> None:
-        rule = self.ruleset.get(event.row_key.value) if self.ruleset and event.row_key else None
-        if rule is None:
+    def _sources(self, key):
+        from troubleshoot.sources import FactsSource, LogSource, Sources
+
+        path, pasted = key
+        logs = []
+        if pasted is not None:
+            logs = [LogSource("pasted log", text=pasted)]
+        elif path is not None:
+            logs = [LogSource(path, path)]
+        return Sources(logs, [FactsSource(self.facts, "machine facts")] if self.facts is not None else [])
+
+    def _scan(self, key) -> None:
+        from troubleshoot import pipeline
+
+        sources, ruleset = self._sources(key), self.ruleset
+        path, pasted = key
+        total = len(pasted.encode("utf-8", "surrogateescape")) if pasted is not None else _size(path)
+        self.progress.scanning, self.progress.scan_done, self.progress.scan_total = True, 0, total
+        self._render_status()
+        self._placeholder()
+        last = [0.0]
+
+        def progress(done: int) -> None:
+            now = time.monotonic()
+            if now - last[0] >= 0.1:  # a status update ten times a second is plenty
+                last[0] = now
+                self._from_thread(self._scan_progress, done)
+
+        def job(cancel):
+            started = time.monotonic()
+            scanned = pipeline.read_sources(sources.logs, ruleset, cancel=cancel, progress=progress)
+            facts = self.facts  # the facts of now, not of when the scan started
+            try:
+                result = pipeline.diagnose_scanned(scanned, self._sources(key), ruleset)
+            except BaseException:
+                scanned.close()
+                raise
+            return scanned, result, time.monotonic() - started, facts
+
+        self.scans += 1
+        self.scanning_key = key
+        self.bg.start("scan", job, lambda done: self._scanned(key, *done), self._job_failed)
+
+    def _scan_progress(self, done: int) -> None:
+        if self.progress.scanning:
+            self.progress.scan_done = done
+            self._render_status()
+            self._placeholder()
+
+    def _scanned(self, key, scanned, result, seconds: float, facts) -> None:
+        if self.scanned is not None:
+            self._old_scans.append(self.scanned)
+        self.scanned, self.scan_key, self.scanning_key = scanned, key, None
+        self.progress.scanning = False
+        self._show_diagnoses(result, seconds)
+        self._show_log()
+        if facts is not self.facts:  # facts arrived while the diagnosis ran: diagnose again, no new scan
+            self._diagnose_scanned()
+
+    def _diagnose_scanned(self) -> None:
+        from troubleshoot import pipeline
+
+        scanned, sources, ruleset = self.scanned, self._sources(self.scan_key), self.ruleset
+
+        def job(cancel):
+            started = time.monotonic()
+            return pipeline.diagnose_scanned(scanned, sources, ruleset), time.monotonic() - started
+
+        self.progress.diagnosing = True
+        self._render_status()
+        self.bg.start("diagnose", job, self._diagnosed, self._job_failed)
+
+    def _diagnose_facts(self) -> None:
+        from troubleshoot import pipeline
+
+        facts, ruleset = self.facts, self.ruleset
+        if facts is None:
+            self._placeholder()
             return
-        lines = [rule.title, f"{rule.severity} · symptom {rule.symptom} · confidence {rule.confidence}",
-                 f"from {rule.origin.pack}: {rule.origin}", ""]
-        lines += [f"log: {p.source}" for p in rule.log] + [f"facts: {c.source}" for c in rule.facts]
-        for kind, texts in (("must match", rule.examples.match), ("must not match", rule.examples.no_match)):
-            for t in texts:
-                lines += ["", f"example ({kind}):"] + ["  " + ln for ln in t.rstrip().splitlines()[:12]]
-        self.query_one("#rule-text", Static).update("\n".join(lines))
+
+        def job(cancel):
+            started = time.monotonic()
+            return pipeline.run(None, facts=facts, ruleset=ruleset), time.monotonic() - started
+
+        self.progress.diagnosing = True
+        self._render_status()
+        self.bg.start("diagnose", job, self._diagnosed, self._job_failed)
+
+    def _diagnosed(self, done) -> None:
+        self.progress.diagnosing = False
+        self._show_diagnoses(*done)
+        self._show_log()
 
     # ------------------------------------------------------------ diagnoses
+
+    def _show_diagnoses(self, result, seconds: float) -> None:
+        old = {views.diag_key(d) for d in self.diagnoses}
+        had_result = self.result is not None
+        self.result, self.diagnoses, self.last_seconds = result, result.diagnoses, seconds
+        for s in self._old_scans:
+            s.close()
+        self._old_scans.clear()
+        new = [d for d in self.diagnoses if views.diag_key(d) not in old]
+        if had_result and new:
+            if isinstance(self.screen, ModalScreen):  # a toast there would cover the modal
+                self.unseen += len(new)
+            else:
+                self.notify("New: " + "; ".join(views.safe(d.title) for d in new[:3]), title="New diagnosis",
+                            markup=False)
+        self._fill_diagnoses(keep_cursor=False)
+        self._render_machine()
+        self._render_status()
+
+    def _fill_diagnoses(self, keep_cursor: bool) -> None:
+        table = self.query_one("#diag-table", DataTable)
+        row = table.cursor_row if keep_cursor else 0
+        cols = views.diag_columns([views.safe(d.symptom) for d in self.diagnoses], table.size.width or self.size.width)
+        table.clear(columns=True)
+        table.add_column("severity", width=cols.severity, key="sev")
+        table.add_column("symptom", width=cols.symptom, key="symptom")
+        table.add_column("title", width=cols.title, key="title")
+        for d in self.diagnoses:
+            table.add_row(*views.diag_row(d, cols), key=views.diag_key(d))
+        if self.diagnoses:
+            row = min(row or 0, len(self.diagnoses) - 1)
+            table.move_cursor(row=row)
+            self._show_detail(self.diagnoses[row])
+        else:
+            self._placeholder()
+
+    def _placeholder(self) -> None:
+        """What the detail pane says while there is no diagnosis: what is running, or what to do."""
+        if self.diagnoses:
+            return
+        if self.progress.busy():
+            msg = self.progress.text().replace("probing", "probing the machine").capitalize()
+            msg += "\nDiagnoses appear here as soon as they are found."
+        elif self.result is not None:
+            msg = "No known problem found." + ("" if self.result.scan or self.result.lines else
+                                                "\nOpen a log (o) or paste one (p) to diagnose a job.")
+        else:
+            msg = "Open a log (o) or paste one (p) to diagnose a job."
+        try:
+            self.query_one("#diag-head", Static).update(msg)
+        except NoMatches:
+            return
+        self.query_one("#diag-explain", Markdown).update("")
+        self.query_one("#diag-evidence", Static).update("")
+        self.query_one("#diag-fixes", Static).update("")
 
     @on(DataTable.RowHighlighted, "#diag-table")
     def _row(self, event: DataTable.RowHighlighted) -> None:
@@ -248,8 +514,15 @@ class TroubleshootApp(App):
         if d and self.is_running:  # a highlight can arrive while the app shuts down
             self._show_detail(d)
 
-    def _diagnosis(self, rule_id: str | None):
-        return next((d for d in self.diagnoses if _key(d) == rule_id), None)
+    @on(DataTable.RowSelected, "#diag-table")
+    def _row_selected(self) -> None:
+        if self.diagnoses:
+            self.query_one("#diag-pane").add_class("detail-only")
+            self.query_one("#diag-detail").focus()
+            self._render_keys()
+
+    def _diagnosis(self, key: str | None):
+        return next((d for d in self.diagnoses if views.diag_key(d) == key), None)
 
     def selected(self):
         table = self.query_one("#diag-table", DataTable)
@@ -258,45 +531,69 @@ class TroubleshootApp(App):
         return self.diagnoses[table.cursor_row]
 
     def _show_detail(self, d) -> None:
-        from rich.text import Text
-
         head = Text()
-        head.append(f"{SEV_MARK.get(d.severity, d.severity)}  ", style=f"bold {_sev_style(d.severity)}")
-        head.append(d.title, style="bold")
+        head.append(f"{views.SEV_MARK.get(d.severity, views.safe(d.severity))}  ",
+                    style=views.SEV_STYLE.get(d.severity, ""))
+        head.append(views.safe(d.title), style="bold")
         action = action_line(d)
         if action:
-            head.append(f"\n{action}", style="bold")
-        head.append(f"\nsymptom {d.symptom} · rule {d.rule.id} · confidence {d.confidence:.2f}")
+            head.append(f"\n{views.safe(action)}", style="bold")
+        head.append(f"\nsymptom {views.safe(d.symptom)} · rule {views.safe(d.rule.id)} · confidence {d.confidence:.2f}")
         for n in d.notes:
-            head.append(f"\nnote: {n}", style="italic")
+            head.append(f"\nnote: {views.safe(n)}", style="italic")
         self.query_one("#diag-head", Static).update(head)
-        self.query_one("#diag-explain", Markdown).update(d.explain)
-        ev = Text("Evidence\n", style="bold underline")
+        self.query_one("#diag-explain", Markdown).update(terminal_safe(d.explain or ""))
+        ev = Text("Evidence", style="bold underline")
+        ev.append("  (l: the log, n/N jump)\n" if any(e.source == "log" for e in d.evidence) else "\n", style="dim")
         for e in d.evidence:
             if e.source == "log":
                 ev.append(f"{e.line:>7} │ ", style="dim")
                 a, b = e.span or (0, 0)
-                ev.append(e.text[:a])
-                ev.append(e.text[a:b], style="bold reverse")
-                ev.append(e.text[b:] + "\n")
+                ev.append(views.safe(e.text[:a]))
+                ev.append(views.safe(e.text[a:b]), style="bold reverse")
+                ev.append(views.safe(e.text[b:]) + "\n")
             else:
                 ev.append("   fact │ ", style="dim")
-                ev.append(e.text + "\n")
+                ev.append(views.safe(e.text) + "\n")
         self.query_one("#diag-evidence", Static).update(ev)
         fx = Text("Fixes (f: preview)\n", style="bold underline")
         for f in d.fixes:
-            fx.append(f"• {f.title or f.fixer}  [{f.fixer}]\n")
+            fx.append(f"• {views.safe(f.title or f.fixer)}  ({views.safe(f.fixer)})\n")
         if not d.fixes:
             fx.append("none\n")
         self.query_one("#diag-fixes", Static).update(fx)
+        # Another diagnosis starts at its top, not where the previous one was scrolled to.
+        self.query_one("#diag-detail", VerticalScroll).scroll_home(animate=False)
 
-    FOCUS = {"diagnoses": "#diag-table", "machine": "#gpu-table", "log": "#log-path", "rules": "#rules-table",
+    FOCUS = {"diagnoses": "#diag-table", "machine": "#machine-scroll", "log": "#log-view", "rules": "#rules-table",
              "history": "#history-table"}
 
     def action_show_tab(self, tab: str) -> None:
         self.query_one(TabbedContent).active = tab
+        if tab == "log":
+            self.query_one("#log-switch", ContentSwitcher).current = "log-view"
         # Focus moves with the tab: a focused widget left in a hidden pane would pull it back.
         self.query_one(self.FOCUS[tab]).focus()
+        self._render_keys()
+
+    def action_back(self) -> None:
+        pane = self.query_one("#diag-pane")
+        if pane.has_class("detail-only"):
+            pane.remove_class("detail-only")
+            self.query_one("#diag-table").focus()
+            self._render_keys()
+            return
+        focused = self.screen.focused
+        if focused is not None and focused.id == "rules-filter" and focused.value:
+            focused.value = ""
+            return
+        if focused is not None and focused.id in ("rules-filter",):
+            self.query_one("#rules-table").focus()
+            return
+        if focused is not None and focused.id in ("log-path", "log-text"):
+            self.action_show_tab("log")
+            return
+        self.action_show_tab("diagnoses")
 
     def action_preview_fix(self) -> None:
         d = self.selected()
@@ -306,9 +603,22 @@ class TroubleshootApp(App):
         if not d.fixes:
             self.notify("This diagnosis names no fix.", severity="warning")
             return
-        self.push_screen(FixScreen(d, self.facts, self.fix_root, self.plugins), callback=lambda _: self.refresh_history())
+        self.push_screen(FixScreen(d, self.facts, self.fix_root, self.plugins), callback=lambda _: self._modal_closed())
 
-    # ------------------------------------------------------------ log input
+    def _modal_closed(self) -> None:
+        self._stale.add("history")
+        self._fill_visible()
+        if self.unseen:
+            self.notify(f"{self.unseen} new diagnosis(es) arrived meanwhile.", title="New diagnosis")
+            self.unseen = 0
+            self._render_status()
+
+    # ------------------------------------------------------------ log: open, paste, view
+
+    def action_open_log(self) -> None:
+        self.query_one(TabbedContent).active = "log"
+        self.query_one("#log-path", Input).focus()
+        self._render_keys()
 
     @on(Input.Submitted, "#log-path")
     def _open_log(self, event: Input.Submitted) -> None:
@@ -316,24 +626,67 @@ class TroubleshootApp(App):
         if not path:
             return
         if not os.path.isfile(path):
-            self.notify(f"not a file: {path}", severity="error")
+            self.notify(f"not a file: {views.safe(path)}", severity="error", markup=False)
             return
         self.log_path, self.pasted = path, None
-        self.action_diagnose()
+        self.diagnose()
         self.action_show_tab("diagnoses")
+
+    def action_paste(self) -> None:
+        self.query_one(TabbedContent).active = "log"
+        self.query_one("#log-switch", ContentSwitcher).current = "log-text"
+        self.query_one("#log-text", TextArea).focus()
+        self._render_keys()
+
+    def _paste_open(self) -> bool:
+        return (self.query_one(TabbedContent).active == "log"
+                and self.query_one("#log-switch", ContentSwitcher).current == "log-text")
+
+    def action_diagnose(self) -> None:
+        """ctrl+r: the paste area's text when it is open, else the same log again (read anew)."""
+        if self._paste_open():
+            self._diagnose_paste()
+            return
+        if self.do_probe and self.query_one(TabbedContent).active == "machine":
+            self.progress.probes_done = 0
+            self._run_probes()
+            return
+        self.scan_key = None
+        self.diagnose()
 
     @on(Button.Pressed, "#diagnose-paste")
     def _diagnose_paste(self) -> None:
         text = self.query_one("#log-text", TextArea).text
         if not text.strip():
+            self.action_paste()
             self.notify("Paste a log into the text area first.", severity="warning")
             return
         if len(text) > PASTE_LIMIT:
             self.notify("Pasted text is larger than 50 MB: save it to a file and open that.", severity="error")
             return
         self.pasted = text
-        self.action_diagnose()
+        self.diagnose()
         self.action_show_tab("diagnoses")
+
+    @on(Button.Pressed, "#clear-paste")
+    def action_clear_paste(self) -> None:
+        self.query_one("#log-text", TextArea).text = ""
+        self.action_paste()
+
+    def _show_log(self) -> None:
+        """The Log tab: the log just diagnosed with its evidence lines highlighted."""
+        path, pasted = self.scan_key or (None, None)
+        view = self.query_one("#log-view", LogView)
+        if path is None and pasted is None:
+            view.show([], [])
+            self.query_one("#log-note", Static).update("No log yet: o opens a file, p pastes one.")
+            return
+        rows, note = rows_for(pasted, path, self.diagnoses)
+        ev = views.evidence_lines(self.diagnoses)
+        view.show(rows, ev)
+        name = "pasted log" if pasted is not None else path
+        what = f"{len(ev)} evidence line(s): n/N jump" if ev else "no evidence line"
+        self.query_one("#log-note", Static).update(views.plain(f"{name} · {what}" + (f" · {note}" if note else "")))
 
     def poll_follow(self) -> None:
         try:
@@ -342,7 +695,8 @@ class TroubleshootApp(App):
             return
         if size != self.follow_offset:
             self.follow_offset = size
-            self.action_diagnose()
+            self.scan_key = None
+            self.diagnose()
 
     # ------------------------------------------------------------ machine
 
@@ -350,32 +704,28 @@ class TroubleshootApp(App):
         parts = [f"{a}: {s}" for a, s in self.probe_status.items()]
         try:
             status = self.query_one("#probe-status", Static)
-        except NoMatches:  # a probe reported while the app was shutting down or a modal was up
+        except NoMatches:  # a probe reported while the app was shutting down
             return
-        status.update("Probes  " + "  ·  ".join(parts))
+        if not self.do_probe and not self.snapshot_path:
+            status.update("Probes not run (--no-probe): diagnoses use the log alone.")
+            return
+        status.update(views.plain("Probes  " + "  ·  ".join(parts)) if parts else "Probes starting…")
 
     def _render_machine(self) -> None:
         from troubleshoot.report.probe_text import render as probe_text
 
+        try:
+            gpu = self.query_one("#gpu-table", Static)
+        except NoMatches:
+            return
         facts = self.facts or {}
+        gpu.update(views.gpu_view(self.facts, probing=self.do_probe and self.progress.probes_total > 0))
+        text = terminal_safe(probe_text(facts)) if facts else ("No facts yet." if self.do_probe or self.snapshot_path
+                                                                  else "No machine facts (--no-probe).")
         used = self._facts_used()
-        table = self.query_one("#gpu-table", DataTable)
-        table.clear()
-        nv = facts.get("nvml") or {}
-        for g in nv.get("gpus") or []:
-            throttle = ", ".join(r for r in (g.get("throttle_reasons") or []) if r != "gpu_idle") or "-"
-            xids = [x for x in ((facts.get("kernel") or {}).get("xid_events") or [])]
-            ecc = f"ECC {g.get('ecc_uncorrected_volatile')}" if g.get("ecc_uncorrected_volatile") else "-"
-            if xids:
-                ecc += f" · Xid {','.join(str(x['code']) for x in xids[-3:])}"
-            table.add_row(str(g.get("index")), str(g.get("name")), f"{g.get('memory_used_mib')}/{g.get('memory_total_mib')}",
-                          f"{g.get('utilization_gpu')}%", f"{g.get('temperature_c')}°C",
-                          f"{g.get('power_w')}/{g.get('power_limit_w')}",
-                          f"gen{g.get('pcie_gen_current')} x{g.get('pcie_width_current')} / gen{g.get('pcie_gen_max')} x{g.get('pcie_width_max')}",
-                          throttle, ecc)
-        text = probe_text(facts) if facts else "No facts yet."
         if used:
-            text += "\nFacts used by the diagnoses:\n" + "\n".join(f"  ★ {path} = {val}   ({rule})" for path, val, rule in used)
+            text += "\nFacts used by the diagnoses:\n" + "\n".join(
+                f"  ★ {views.safe(path)} = {views.safe(val)}   ({views.safe(rule)})" for path, val, rule in used)
         self.query_one("#machine-facts", Static).update(text)
 
     def _facts_used(self) -> list[tuple[str, str, str]]:
@@ -388,20 +738,56 @@ class TroubleshootApp(App):
 
     # ------------------------------------------------------------ rules, history, export
 
+    def action_filter_rules(self) -> None:
+        self.query_one(TabbedContent).active = "rules"
+        self.query_one("#rules-filter", Input).focus()
+
+    @on(Input.Changed, "#rules-filter")
+    def _filter_changed(self) -> None:
+        self._fill_rules()
+
+    @on(Input.Submitted, "#rules-filter")
+    def _filter_done(self) -> None:
+        self.query_one("#rules-table").focus()
+
+    def _fill_rules(self) -> None:
+        if self.ruleset is None:
+            return
+        query = self.query_one("#rules-filter", Input).value
+        rules = [r for r in sorted(self.ruleset.rules, key=lambda r: (r.symptom, r.id)) if views.rule_matches(r, query)]
+        table = self.query_one("#rules-table", DataTable)
+        cols = views.rule_columns(rules, table.size.width or self.size.width)
+        table.clear(columns=True)
+        table.add_column("id", width=cols.id)
+        table.add_column("symptom", width=cols.symptom)
+        table.add_column("sev.", width=cols.severity)
+        for r in rules:
+            table.add_row(*views.rule_row(r, cols), key=r.id)
+        self.query_one("#rules-count", Static).update(f"{len(rules)} of {len(self.ruleset.rules)}" if query.strip() else "")
+        if not rules:
+            self.query_one("#rule-text", Static).update("No rule matches the filter." if query.strip() else "")
+
+    @on(DataTable.RowHighlighted, "#rules-table")
+    def _rule_row(self, event: DataTable.RowHighlighted) -> None:
+        rule = self.ruleset.get(event.row_key.value) if self.ruleset and event.row_key else None
+        if rule is None:
+            return
+        self.query_one("#rule-text", Static).update(views.rule_detail(rule))
+        self.query_one("#rule-detail", VerticalScroll).scroll_home(animate=False)
+
     def action_reload_rules(self) -> None:
-        self.load_rules()
-        self.notify("Reloading rules...")
+        self._load_rules()
+        self.notify("Reloading rules…")
 
     def refresh_history(self) -> None:
         from troubleshoot.fixes import journal
 
         table = self.query_one("#history-table", DataTable)
-        table.clear()
+        width = table.size.width or self.size.width
+        table.clear(columns=True)
+        table.add_columns("id", "status", "where", "fix")
         for eid, e in journal.entries():
-            if isinstance(e, str):
-                table.add_row(eid, "corrupt", e[:60], "", key=eid)
-            else:
-                table.add_row(eid, e.data.get("status", "?"), e.data.get("title", ""), e.data.get("root") or "/", key=eid)
+            table.add_row(*views.history_row(eid, e, width), key=eid)
 
     def action_undo_selected(self) -> None:
         table = self.query_one("#history-table", DataTable)
@@ -419,19 +805,26 @@ class TroubleshootApp(App):
             try:
                 res = executor.undo(eid)
             except TroubleshootError as exc:
-                self.notify(str(exc), severity="error", timeout=10)
+                self.notify(views.safe(exc), severity="error", timeout=10, markup=False)
                 return
             msg = f"Restored {len(res.restored)} file(s), removed {len(res.removed)}."
             if res.not_reversed:
-                msg += " Not reversed (commands): " + "; ".join(res.not_reversed)
-            self.notify(msg, title=f"Undid {eid}", timeout=10)
+                msg += " Not reversed (commands): " + "; ".join(views.safe(c) for c in res.not_reversed)
+            self.notify(msg, title=f"Undid {eid}", timeout=10, markup=False)
             self.refresh_history()
 
         self.push_screen(ConfirmScreen(f"Undo {eid}? Every file it changed is restored byte for byte."), callback=done)
 
     def action_export(self) -> None:
+        default = Path(f"troubleshoot-report-{time.strftime('%Y%m%d-%H%M%S')}.md").resolve()
+        self.push_screen(ExportScreen(str(default)), callback=self._export_to)
+
+    def _export_to(self, path: str | None) -> None:
+        from troubleshoot import safeio
         from troubleshoot.report import markdown
 
+        if not path:
+            return
         body = markdown.render(self.diagnoses, self.log_path or ("pasted log" if self.pasted else "machine facts"))
         if self.facts:
             from troubleshoot.report.probe_text import render as probe_text
@@ -441,13 +834,12 @@ class TroubleshootApp(App):
             excerpt = self._log_excerpt()
             if excerpt:
                 body += "\n## Log excerpt\n\n```text\n" + excerpt + "\n```\n"
-        path = Path(f"troubleshoot-report-{time.strftime('%Y%m%d-%H%M%S')}.md").resolve()
         try:
-            path.write_text(body)
+            safeio.atomic_write(path, body.encode())
         except OSError as exc:
-            self.notify(f"cannot write {path}: {exc.strerror}", severity="error")
+            self.notify(f"cannot write {views.safe(path)}: {exc.strerror or exc}", severity="error", markup=False)
             return
-        self.notify(f"Report saved to {path}", title="Export", timeout=8)
+        self.notify(f"Report saved to {views.safe(path)}", title="Export", timeout=8, markup=False)
 
     def _log_excerpt(self) -> str:
         lines: list[str] = []
@@ -456,34 +848,73 @@ class TroubleshootApp(App):
         return "\n".join(dict.fromkeys(lines))
 
     def action_help(self) -> None:
+        if isinstance(self.screen, HelpScreen):  # F1 again closes it
+            self.screen.dismiss(None)
+            return
         self.push_screen(HelpScreen())
+
+    async def action_quit(self) -> None:
+        # Stop first: probes stop waiting and their children die, a scan stops at its next chunk.
+        self.bg.stop()
+        if hasattr(self._driver, "quitting"):
+            self._driver.quitting = True
+        self.exit()
+
+    def on_unmount(self) -> None:
+        self.bg.stop()
+        for s in [self.scanned, *self._old_scans]:
+            if s is not None:
+                s.close()
 
     def get_system_commands(self, screen):
         yield from super().get_system_commands(screen)
         for title, help_, action in (
-            ("Diagnose again", "Re-run the diagnosis on the current log", self.action_diagnose),
-            ("Preview fix", "Preview the fixes of the selected diagnosis", self.action_preview_fix),
-            ("Export report", "Save a Markdown report of diagnoses and machine", self.action_export),
-            ("Reload rules", "Reload rule files after editing them", self.action_reload_rules),
-            ("Undo selected fix", "Undo the fix selected in History", self.action_undo_selected),
-            ("Show machine", "GPUs, driver, CUDA, frameworks, Docker, IO", lambda: self.action_show_tab("machine")),
-            ("Show log input", "Paste, open or follow a log", lambda: self.action_show_tab("log")),
-            ("Show rules", "Browse loaded rules and lint problems", lambda: self.action_show_tab("rules")),
-            ("Show history", "Applied fixes; undo", lambda: self.action_show_tab("history")),
-            ("Help", "Keys and what each view shows", self.action_help),
+            ("Paste a log", "Open the paste area (p); ctrl+r diagnoses it", self.action_paste),
+            ("Open a log file", "Type a path to a log (o)", self.action_open_log),
+            ("Diagnose again", "Read the log again and re-run the diagnosis (ctrl+r)", self.action_diagnose),
+            ("Clear the paste area", "Empty the pasted text (ctrl+l)", self.action_clear_paste),
+            ("Preview fix", "Preview the fixes of the selected diagnosis (f)", self.action_preview_fix),
+            ("Next evidence line", "In the Log tab: jump to the next quoted line (n)",
+             lambda: (self.action_show_tab("log"), self.query_one(LogView).action_next())),
+            ("Previous evidence line", "In the Log tab: jump to the previous quoted line (N)",
+             lambda: (self.action_show_tab("log"), self.query_one(LogView).action_previous())),
+            ("Export report", "Save a Markdown report; asks for the path (e)", self.action_export),
+            ("Filter rules", "Show rules whose id, symptom or text match (/)", self.action_filter_rules),
+            ("Reload rules", "Reload rule files after editing them (R)", self.action_reload_rules),
+            ("Undo selected fix", "Undo the fix selected in History (u)", self.action_undo_selected),
+            ("Show diagnoses", "Ranked diagnoses (d)", lambda: self.action_show_tab("diagnoses")),
+            ("Show machine", "GPUs, driver, CUDA, frameworks, Docker, IO (m)", lambda: self.action_show_tab("machine")),
+            ("Show log", "The log with its evidence lines (l)", lambda: self.action_show_tab("log")),
+            ("Show rules", "Browse loaded rules and lint problems (r)", lambda: self.action_show_tab("rules")),
+            ("Show history", "Applied fixes; undo (h)", lambda: self.action_show_tab("history")),
+            ("Help", "Keys and what each view shows (? or F1)", self.action_help),
         ):
             yield SystemCommand(title, help_, action)
 
 
-def _key(d) -> str:
-    """A row key per diagnosis: one Xid rule gives a diagnosis per code."""
-    return d.rule.id + (f":xid{d.xid['code']}" if d.xid else "")
+def _size(path: str | None) -> int:
+    try:
+        return os.path.getsize(path) if path else 0
+    except OSError:
+        return 0
 
 
-def _sev_style(sev: str) -> str:
-    return {"error": "red", "warning": "yellow", "info": "cyan"}.get(sev, "")
-
-
-def run_tui(**kwargs) -> int:
-    TroubleshootApp(**kwargs).run()
-    return 0
+def run_tui(fast_exit: bool = False, **kwargs) -> int:
+    """Run the TUI; the exit code is non-zero when it crashed (Textual prints the error once
+    the terminal is restored). `fast_exit`: the process ends right after, without tearing
+    down the interpreter (~1 s with rules and a scan in memory): only for the `tui` command."""
+    app = TroubleshootApp(driver_class=quick_exit_driver() if fast_exit else None, **kwargs)
+    # Background jobs (ten probes, a scan) hold the GIL in turns; the default 5 ms hand-over makes
+    # every step of handling a key wait behind them. A shorter interval keeps keys responsive.
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(0.0005)
+    try:
+        app.run()
+    finally:
+        sys.setswitchinterval(previous)
+    code = app.return_code or 0
+    if fast_exit:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code

@@ -1,40 +1,52 @@
-"""Modal screens: fix preview and apply, confirmation, help."""
+"""Modal screens: fix preview and apply, confirmation, export path, help."""
 
 from __future__ import annotations
 
-from rich.console import Group
-from rich.syntax import Syntax
+import re
+import shlex
+from dataclasses import dataclass
+
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Markdown, Static
+from textual.widgets import Button, Input, Markdown, Static
+
+from troubleshoot.textsafe import terminal_safe
 
 HELP = """\
 # troubleshoot
 
-**Keys** (also in the footer; `ctrl+p` opens the command palette with every action)
+**Keys**: the footer always shows help and quit, and the keys of the view you are in.
+`ctrl+p` opens the command palette, which lists every action.
 
 | key | action |
 |---|---|
 | `d` `m` `l` `r` `h` | Diagnoses, Machine, Log, Rules, History |
-| `↑` `↓` | select a diagnosis (its explanation, evidence and fixes show on the right) |
-| `f` | preview the fixes of the selected diagnosis; apply from there |
+| `↑` `↓`, `enter` | select a diagnosis; `enter` shows its detail full size, `esc` goes back |
+| `f` | preview the fixes of the selected diagnosis; apply (`a`) or copy the commands (`c`) there |
+| `p` | paste a log: `ctrl+r` diagnoses it, `ctrl+l` clears, `esc` leaves |
+| `o` | open a log file by its path |
+| `n` `N` | in Log: jump to the next / previous evidence line |
+| `/` | in Rules: filter by id, symptom or text |
 | `u` | in History: undo the selected fix |
-| `ctrl+r` | diagnose again; `R` reload rule files after editing |
-| `e` | export a Markdown report (diagnoses, machine, log excerpt) |
-| `q` | quit |
+| `ctrl+r` | diagnose again (in Machine: probe again); `R` reloads rule files after editing |
+| `e` | export a Markdown report (asks where) |
+| `?` `F1` | this help |
+| `q` `ctrl+q` | quit at once, whatever is running (`ctrl+q` also while typing) |
 
 **Diagnoses** are ranked: causes before their consequences, errors before warnings, surer and
-later evidence first. Severity is written out (ERROR, WARN, INFO), not only coloured.
+later evidence first. Severity is written out (ERROR, WARN, INFO), not only coloured. The status
+line at the top says what is running: loading rules, probing 3/8, scanning 41 %.
 
-**Machine** shows what the probes read: GPUs, driver and CUDA, frameworks, Docker, /dev/shm,
-IO. Facts a diagnosis used are starred with the rule that used them.
+**Machine** shows what the probes read: GPUs (PCIe link, throttling, ECC and Xid), driver and
+CUDA, frameworks, Docker, /dev/shm, IO. Facts a diagnosis used are starred with the rule.
 
-**Log**: type a path and Enter to open a file, or paste into the text area and press
-*Diagnose pasted text*. Started with `--follow PATH`, new diagnoses appear as the job writes.
+**Log** shows the log diagnosed, evidence lines highlighted. Started with `--follow PATH`, new
+diagnoses appear as the job writes.
 
 **Fixes** are shown first: every command exactly as it will run, every file as a diff. Applying
 asks for confirmation, backs up every file, and is undoable from History.
@@ -50,10 +62,10 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
-            yield Static(self.question, id="question", markup=False)
+            yield Static(terminal_safe(self.question), id="question", markup=False)
             with Horizontal(id="buttons"):
-                yield Button("Yes (y)", id="yes", variant="warning")
-                yield Button("No (n)", id="no", variant="primary")
+                yield Button("Yes (y)", id="yes", variant="warning", compact=True)
+                yield Button("No (n)", id="no", variant="primary", compact=True)
 
     @on(Button.Pressed, "#yes")
     def action_yes(self) -> None:
@@ -64,23 +76,193 @@ class ConfirmScreen(ModalScreen[bool]):
         self.dismiss(False)
 
 
+class ExportScreen(ModalScreen[str | None]):
+    """Where to save the report: the default is shown and can be edited; Enter saves."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, default: str):
+        super().__init__()
+        self.default = default
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Static("Save the Markdown report to (Enter saves, Esc cancels):", markup=False)
+            yield Input(value=self.default, id="export-path")
+            yield Static("", id="export-error", markup=False)
+            with Horizontal(id="buttons"):
+                yield Button("Save (enter)", id="save", variant="primary", compact=True)
+                yield Button("Cancel (esc)", id="cancel", compact=True)
+
+    @on(Input.Submitted, "#export-path")
+    @on(Button.Pressed, "#save")
+    def _save(self) -> None:
+        import os
+
+        path = os.path.expanduser(self.query_one("#export-path", Input).value.strip())
+        if path and os.path.isdir(path):
+            path = os.path.join(path, os.path.basename(self.default))
+        problem = export_problem(path)
+        if problem:
+            self.query_one("#export-error", Static).update(Text(terminal_safe(problem), style="bold red"))
+            return
+        self.dismiss(path)
+
+    @on(Button.Pressed, "#cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+def export_problem(path: str) -> str | None:
+    """Why a report cannot be saved there, or None: it never overwrites, never creates folders."""
+    import os
+
+    if not path:
+        return "type a path"
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        return f"no such folder: {parent}"
+    if os.path.lexists(path):
+        return f"{path} exists: choose another name"
+    if not os.access(parent, os.W_OK):
+        return f"cannot write in {parent}"
+    return None
+
+
 class HelpScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,q,question_mark", "close", "Close")]
+    BINDINGS = [Binding("escape,q,question_mark,f1", "close", "Close")]
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help"):
             yield Markdown(HELP)
-            yield Button("Close (Esc)", id="close")
+            yield Button("Close (esc)", id="close", compact=True)
 
     @on(Button.Pressed, "#close")
     def action_close(self) -> None:
         self.dismiss(None)
 
 
+# ------------------------------------------------------------------ the fix preview
+
+@dataclass
+class Block:
+    kind: str  # "text", "markdown", "diff"
+    text: str
+
+
+_STEP = re.compile(r"^\d+\. (\w+)")
+
+
+def preview_blocks(preview: str) -> list[Block]:
+    """The executor's dry-run text in blocks: an advice's body is Markdown, a file's body a diff,
+    the rest plain. The executor stays the one source of what a plan will do."""
+    blocks: list[Block] = []
+    mode = "text"
+    for line in preview.splitlines():
+        m = _STEP.match(line)
+        if not line.startswith("   "):
+            mode = {"advice": "markdown", "create": "diff", "edit": "diff"}.get(m.group(1), "text") if m else "text"
+            _add(blocks, "text", line)
+            continue
+        body = line[3:]
+        kind = mode if not (mode == "diff" and body.startswith("(")) else "text"
+        _add(blocks, kind, body if kind != "text" else line)
+    return blocks
+
+
+def _add(blocks: list[Block], kind: str, line: str) -> None:
+    if blocks and blocks[-1].kind == kind:
+        blocks[-1].text += "\n" + line
+    else:
+        blocks.append(Block(kind, line))
+
+
+_DIFF_STYLE = (("+++", "bold"), ("---", "bold"), ("@@", "cyan"), ("+", "green"), ("-", "red"))
+
+
+class DiffLines:
+    """A diff whose long lines wrap with an indent under their +/- column, never at column 0."""
+
+    def __init__(self, text: str, indent: int = 4):
+        self.lines = text.splitlines()
+        self.indent = indent
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = max(options.max_width, self.indent + 10)
+        for raw in self.lines:
+            line = terminal_safe(raw, keep_newlines=False)
+            style = next((s for p, s in _DIFF_STYLE if line.startswith(p)), "")
+            first, rest = line[:width], line[width:]
+            yield Text(first, style=style, no_wrap=True, overflow="crop")
+            step = width - self.indent
+            while rest:
+                yield Text(" " * (self.indent - 2) + "↪ " + rest[:step], style=style, no_wrap=True, overflow="crop")
+                rest = rest[step:]
+
+
+class Hanging:
+    """Plain lines word-wrapped with their continuation indented under the text (a step's
+    "1. create: ..." wraps under "create", not at column 0)."""
+
+    def __init__(self, text: str, style: str = ""):
+        self.lines = terminal_safe(text).splitlines()
+        self.style = style
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        import textwrap
+
+        width = max(options.max_width, 20)
+        for line in self.lines:
+            lead = len(line) - len(line.lstrip())
+            m = _STEP.match(line)
+            indent = lead + (len(m.group(0)) - len(m.group(1)) if m else 2)
+            for piece in textwrap.wrap(line, width, subsequent_indent=" " * indent) or [""]:
+                yield Text(piece, style=self.style, no_wrap=True, overflow="crop")
+
+
+_FENCE = re.compile(r"```[^\n]*\n(.*?)```", re.S)
+
+
+def plan_commands(prepared, is_root: bool) -> list[str]:
+    """The commands a user can run by hand: the plans' commands (with sudo where they need root),
+    environment lines, and the shell blocks of advice."""
+    out: list[str] = []
+    for prep in prepared:
+        for s in prep.steps:
+            if s.kind == "command" and s.argv:
+                out.append(("sudo " if s.needs_root and not is_root else "") + shlex.join(s.argv))
+            elif s.kind == "env" and s.text:
+                out.append(s.text)
+            elif s.kind == "advice":
+                out += [block.strip() for block in _FENCE.findall(s.text or "") if block.strip()]
+    return [terminal_safe(c) for c in out]
+
+
+def apply_blocker(prepared, errors: list[str], built: bool, applied: str | None, is_root: bool) -> str | None:
+    """Why `a` cannot apply now, in a sentence; None when it can."""
+    from troubleshoot.fixes import executor
+
+    if not built:
+        return "the plan is still being built"
+    if applied:
+        return f"already applied as {applied} (undo it from History)"
+    if not prepared:
+        return ("no plan could be built: " + "; ".join(errors)) if errors else "there is no plan"
+    changing = [p for p in prepared if any(s.changes for s in p.steps) or p.plan.ladder]
+    if not changing:
+        if any(s.kind in ("advice", "command", "env") for p in prepared for s in p.steps):
+            return "advice only: nothing here is changed by troubleshoot; c copies the commands to run by hand"
+        return "nothing to change: everything is already as wanted"
+    if any(p.needs_root for p in changing) and not is_root:
+        return f"needs root: run `{executor.sudo_line(changing[0].plan)}` in a terminal (c copies it)"
+    return None
+
+
 class FixScreen(ModalScreen[None]):
     """The plans of a diagnosis's fixes; apply asks first and reports each step."""
 
-    BINDINGS = [Binding("a", "apply", "Apply"), Binding("escape,q", "close", "Close")]
+    BINDINGS = [Binding("a", "apply", "Apply"), Binding("c", "copy", "Copy commands"),
+                Binding("escape,q", "close", "Close")]
 
     def __init__(self, diagnosis, facts: dict | None, root: str | None, plugins):
         super().__init__()
@@ -91,16 +273,19 @@ class FixScreen(ModalScreen[None]):
         self.prepared: list = []
         self.errors: list[str] = []
         self.preview_text = ""
+        self.built = False
+        self.applied: str | None = None
 
     def compose(self) -> ComposeResult:
         with Vertical(id="fix-dialog"):
-            yield Static(f"Fixes for: {self.diagnosis.title}", id="fix-title", markup=False)
+            yield Static(Text("Fixes for: " + terminal_safe(self.diagnosis.title, False)), id="fix-title")
             with VerticalScroll(id="fix-body"):
-                yield Static("Building the plan...", id="fix-preview", markup=False)
-                yield Static("", id="fix-result", markup=False)
+                yield Static("Building the plan…", id="fix-status", markup=False)
+            yield Static("", id="fix-why", markup=False)
             with Horizontal(id="buttons"):
-                yield Button("Apply (a)", id="apply", variant="warning", disabled=True)
-                yield Button("Close (Esc)", id="close", variant="primary")
+                yield Button("Apply (a)", id="apply", variant="warning", disabled=True, compact=True)
+                yield Button("Copy commands (c)", id="copy", compact=True)
+                yield Button("Close (esc)", id="close", variant="primary", compact=True)
 
     def on_mount(self) -> None:
         self.build()
@@ -129,37 +314,69 @@ class FixScreen(ModalScreen[None]):
     def _show(self) -> None:
         from troubleshoot.fixes import executor
 
-        parts = []
+        body = self.query_one("#fix-body", VerticalScroll)
+        self.query_one("#fix-status", Static).remove()
+        widgets = []
         for prep in self.prepared:
             text = executor.preview(prep)
             self.preview_text += text
-            for block in text.split("\n"):
-                if block.strip().startswith(("---", "+++", "@@", "+", "-")) and len(block) > 3 and block[3] in "-+@ ":
-                    parts.append(Syntax(block, "diff", theme="ansi_dark", background_color="default"))
+            for b in preview_blocks(text):
+                if b.kind == "markdown":
+                    widgets.append(Markdown(terminal_safe(b.text), classes="fix-advice"))
+                elif b.kind == "diff":
+                    widgets.append(Static(DiffLines(b.text), classes="fix-diff"))
                 else:
-                    parts.append(Text(block))
-            if prep.needs_root and not executor._is_root():
-                parts.append(Text(f"Needs root. Run in a terminal:\n  {executor.sudo_line(prep.plan)}", style="bold yellow"))
+                    widgets.append(Static(Hanging(b.text), classes="fix-text"))
         for e in self.errors:
-            parts.append(Text(f"cannot plan: {e}", style="bold red"))
-        self.query_one("#fix-preview", Static).update(Group(*parts) if parts else "Nothing to do.")
-        changing = any(s.changes or prep.plan.ladder for prep in self.prepared for s in prep.steps)
-        self.query_one("#apply", Button).disabled = not changing
+            widgets.append(Static(Hanging(f"cannot plan: {e}", style="bold red")))
+        if not widgets:
+            widgets.append(Static("Nothing to do.", markup=False))
+        body.mount_all(widgets)
+        self.built = True
+        self._update_apply()
+
+    def _update_apply(self) -> None:
+        from troubleshoot.fixes import executor
+
+        why = apply_blocker(self.prepared, self.errors, self.built, self.applied, executor._is_root())
+        self.query_one("#apply", Button).disabled = why is not None
+        self.query_one("#copy", Button).disabled = not plan_commands(self.prepared, executor._is_root())
+        self.query_one("#fix-why", Static).update(Text(terminal_safe(f"Cannot apply: {why}") if why else ""))
 
     @on(Button.Pressed, "#close")
     def action_close(self) -> None:
         self.dismiss(None)
 
+    @on(Button.Pressed, "#copy")
+    def action_copy(self) -> None:
+        from troubleshoot import safeio
+        from troubleshoot.fixes import executor, journal
+
+        commands = plan_commands(self.prepared, executor._is_root())
+        if not commands:
+            self.notify("This plan has no command to copy.", severity="warning")
+            return
+        name = re.sub(r"[^A-Za-z0-9_.-]", "_", self.diagnosis.rule.id)
+        path = journal.state_dir().parent / "commands" / f"{name}.sh"
+        script = f"# troubleshoot: commands for {terminal_safe(self.diagnosis.title, False)}\n" + "\n".join(commands) + "\n"
+        self.app.copy_to_clipboard(script)  # OSC 52: works where the terminal allows it
+        try:
+            safeio.atomic_write(path, script.encode(), mode=0o600)
+            saved = f" and saved to {path}"
+        except OSError as exc:
+            saved = f"; could not save to {path}: {exc.strerror or exc}"
+        self.notify(f"{len(commands)} command(s) copied to the clipboard (OSC 52, if your terminal allows it){saved}.",
+                    title="Copy commands", timeout=10, markup=False)
+
     @on(Button.Pressed, "#apply")
     def action_apply(self) -> None:
         from troubleshoot.fixes import executor
 
-        if self.query_one("#apply", Button).disabled:
+        why = apply_blocker(self.prepared, self.errors, self.built, self.applied, executor._is_root())
+        if why:
+            self.notify(f"Cannot apply: {terminal_safe(why)}", severity="warning", timeout=10, markup=False)
             return
         root_needed = [p.plan.title for p in self.prepared if p.needs_root]
-        if root_needed and not executor._is_root():
-            self.app.notify("These changes need root: run the sudo line shown in the preview.", severity="error", timeout=10)
-            return
         where = f" under {self.root}" if self.root else " on this machine"
         note = (" They need root: " + "; ".join(root_needed) + ".") if root_needed else ""
         self.app.push_screen(ConfirmScreen(f"Apply {len(self.prepared)} fix plan(s){where}? Every file is backed up "
@@ -171,9 +388,8 @@ class FixScreen(ModalScreen[None]):
         from troubleshoot.errors import TroubleshootError
         from troubleshoot.fixes import executor
 
-        # The user may close the modal while this runs: hold the widgets, not queries on the screen.
-        result, apply_button = self.query_one("#fix-result", Static), self.query_one("#apply", Button)
         lines: list[str] = []
+        applied = None
         for prep in self.prepared:
             try:
                 out = executor.apply(prep)
@@ -187,9 +403,19 @@ class FixScreen(ModalScreen[None]):
                 break
             verdict = {True: "verified", False: "VERIFICATION FAILED (undo from History)", None: "not verified"}[out.verified]
             lines.append(f"✔ applied as {out.entry.id}: {verdict} {out.verify_detail}")
-            self.app.call_from_thread(result.update, "\n".join(lines))
-        self.app.call_from_thread(result.update, "\n".join(lines))
-        self.app.call_from_thread(setattr, apply_button, "disabled", True)
+            applied = out.entry.id
+        self.app.call_from_thread(self._applied, "\n".join(lines), applied or "this session")
+
+    def _applied(self, report: str, applied: str) -> None:
+        # The user may have closed the modal meanwhile: nothing to show then.
+        if not self.is_attached:
+            return
+        self.applied = applied
+        result = Static(Text(terminal_safe(report), style="bold"), id="fix-result")
+        body = self.query_one("#fix-body", VerticalScroll)
+        body.mount(result)
+        body.scroll_end(animate=False)
+        self._update_apply()
 
 
 def _probe_for(plugins):

@@ -1,0 +1,301 @@
+"""What the TUI's tables and panes show, as pure functions of the pipeline's results.
+
+Every string that came from a rule, a log or a snapshot goes through `safe` (control and escape
+sequences made visible, one line) and reaches a widget as a `rich.text.Text`, never as a str a
+widget could parse as markup (a rule title `[/dev/shm]` is shown as written).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich import box
+from rich.table import Table
+from rich.text import Text
+
+from troubleshoot.textsafe import terminal_safe
+
+SEV_MARK = {"error": "✖ ERROR", "warning": "▲ WARN", "info": "● INFO"}
+SEV_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+CELL_PAD = 2  # a DataTable cell has one column of padding on each side
+SCROLLBAR = 2
+
+
+def safe(text: object) -> str:
+    return terminal_safe(str(text), keep_newlines=False)
+
+
+def plain(text: object, style: str = "") -> Text:
+    return Text(safe(text), style=style)
+
+
+def fit(text: str, width: int) -> str:
+    """Cut to `width` cells with an ellipsis (the end of a title matters least)."""
+    if width <= 0:
+        return ""
+    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
+
+
+def fit_left(text: str, width: int) -> str:
+    """Cut from the left: the end of a path tells which one it is."""
+    if width <= 0:
+        return ""
+    return text if len(text) <= width else "…" + text[len(text) - width + 1:]
+
+
+# ------------------------------------------------------------------ diagnoses
+
+@dataclass(frozen=True)
+class DiagColumns:
+    severity: int
+    symptom: int
+    title: int
+
+
+def diag_columns(symptoms: list[str], table_width: int) -> DiagColumns:
+    """The symptom column is as wide as the longest symptom (never cut); the title takes the rest."""
+    sev = max([len("severity")] + [len(s) for s in SEV_MARK.values()])
+    sym = max([len("symptom")] + [len(s) for s in symptoms])
+    title = table_width - SCROLLBAR - 3 * CELL_PAD - sev - sym
+    return DiagColumns(sev, sym, max(title, len("title")))
+
+
+def diag_row(d, cols: DiagColumns) -> tuple[Text, Text, Text]:
+    return (Text(SEV_MARK.get(d.severity, safe(d.severity)), style=SEV_STYLE.get(d.severity, "")),
+            plain(d.symptom),
+            plain(fit(safe(d.title), cols.title)))
+
+
+def diag_key(d) -> str:
+    """A row key per diagnosis: one Xid rule gives a diagnosis per code."""
+    return d.rule.id + (f":xid{d.xid['code']}" if d.xid else "")
+
+
+def evidence_lines(diagnoses) -> list[int]:
+    """The log lines any diagnosis quotes, in order, once each."""
+    return sorted({e.line for d in diagnoses for e in d.evidence if e.source == "log" and e.line})
+
+
+# ------------------------------------------------------------------ rules
+
+def rule_matches(rule, query: str) -> bool:
+    """Every word of the filter appears in the rule's id, symptom, title, explanation or patterns."""
+    words = query.lower().split()
+    if not words:
+        return True
+    hay = " ".join([rule.id, rule.symptom, rule.severity, rule.title, rule.explain or ""]
+                   + [p.source for p in rule.log]).lower()
+    return all(w in hay for w in words)
+
+
+@dataclass(frozen=True)
+class RuleColumns:
+    id: int
+    symptom: int
+    severity: int
+
+
+def rule_columns(rules, table_width: int) -> RuleColumns:
+    sev = len("sev.")
+    sym = max([len("symptom")] + [len(r.symptom) for r in rules])
+    longest = max([len("id")] + [len(r.id) for r in rules])
+    room = table_width - SCROLLBAR - 3 * CELL_PAD - sev - sym
+    return RuleColumns(max(min(longest, room), 12), sym, sev)
+
+
+def rule_row(rule, cols: RuleColumns) -> tuple[Text, Text, Text]:
+    sev = {"error": "err", "warning": "warn", "info": "info"}.get(rule.severity, safe(rule.severity))
+    return plain(fit(safe(rule.id), cols.id)), plain(rule.symptom), Text(sev, style=SEV_STYLE.get(rule.severity, ""))
+
+
+def rule_detail(rule) -> Text:
+    out = Text()
+    out.append(safe(rule.title) + "\n", style="bold")
+    out.append(f"{safe(rule.id)}\n{safe(rule.severity)} · symptom {safe(rule.symptom)} · confidence {rule.confidence}\n")
+    out.append(f"from {safe(rule.origin.pack)}: {safe(_near(rule.origin.path))}:{rule.origin.line}\n", style="dim")
+    for p in rule.log:
+        out.append("\nlog: ", style="bold")
+        out.append(safe(p.source))
+    for c in rule.facts:
+        out.append("\nfacts: ", style="bold")
+        out.append(safe(c.source))
+    for kind, texts in (("must match", rule.examples.match), ("must not match", rule.examples.no_match)):
+        for t in texts:
+            out.append(f"\n\nexample ({kind}):", style="bold")
+            for ln in t.rstrip().splitlines()[:12]:
+                out.append("\n  " + safe(ln))
+    return out
+
+
+def _near(path) -> str:
+    """A path under the current folder is shown relative to it (shorter, and the same on every checkout)."""
+    import os
+
+    rel = os.path.relpath(str(path))
+    return str(path) if rel.startswith("..") else rel
+
+
+# ------------------------------------------------------------------ history
+
+def history_row(eid: str, entry, width: int) -> tuple[Text, Text, Text, Text]:
+    """id, status, where (the target root), what: the where column is cut from the left."""
+    if isinstance(entry, str):  # a journal that could not be read: the reason
+        return plain(eid), Text("corrupt", style="red"), Text(""), plain(fit(safe(entry), 60))
+    where = safe(entry.data.get("root") or "/ (this machine)")
+    room = width - SCROLLBAR - 4 * CELL_PAD - len(eid) - len("verify-failed")
+    where_w = min(len(where), max(12, room // 2))
+    title = safe(entry.data.get("title") or entry.data.get("fixer") or "")
+    return (plain(eid), plain(entry.data.get("status", "?")), plain(fit_left(where, where_w)),
+            plain(fit(title, max(12, room - where_w))))
+
+
+# ------------------------------------------------------------------ machine
+
+def gpu_view(facts: dict | None, probing: bool):
+    """A GPU table that keeps PCIe, throttle and ECC/Xid at 80 columns (two lines a GPU), or
+    one line saying why there is none (the NVML error)."""
+    nv = (facts or {}).get("nvml")
+    if not nv:
+        return Text("GPUs: waiting for the nvml probe…" if probing else "GPUs: no NVML facts (not probed: --no-probe, "
+                    "or the snapshot has none)", style="italic")
+    gpus = nv.get("gpus") or []
+    if not gpus:
+        why = nv.get("error") or ("NVML found no GPU" if nv.get("available") else "NVML unavailable")
+        return plain(f"GPUs: none listed. NVML: {why}", style="yellow")
+    xids = (facts.get("kernel") or {}).get("xid_events") or []
+    return GpuTable([_gpu_cells(g, xids) for g in gpus])
+
+
+def _gpu_cells(g: dict, xids: list) -> tuple[str, str, str, str, str, str, str]:
+    throttle = ", ".join(safe(r) for r in (g.get("throttle_reasons") or []) if r != "gpu_idle") or "-"
+    ecc = f"ECC {g.get('ecc_uncorrected_volatile')}" if g.get("ecc_uncorrected_volatile") else "ECC 0"
+    mine = [x for x in xids if _same_pci(x.get("pci"), g.get("pci_bus_id"))]
+    xid = ",".join(str(x.get("code")) for x in mine[-3:]) or "-"
+    return (safe(g.get("index")), safe(g.get("name")), f"{g.get('memory_used_mib')}/{g.get('memory_total_mib')} MiB",
+            f"{g.get('utilization_gpu')}% · {g.get('temperature_c')}°C", f"{g.get('power_w')}/{g.get('power_limit_w')} W",
+            f"gen{g.get('pcie_gen_current')} x{g.get('pcie_width_current')} / "
+            f"gen{g.get('pcie_gen_max')} x{g.get('pcie_width_max')}",
+            f"throttle {throttle} · {ecc} · Xid {xid}")
+
+
+class GpuTable:
+    """Two lines a GPU in a table from 74 columns; below that, each GPU as a short block."""
+
+    def __init__(self, rows):
+        self.rows = rows
+
+    def __rich_console__(self, console, options):
+        if options.max_width < 74:
+            for idx, name, mem, load, power, pcie, health in self.rows:
+                yield Text(f"[{idx}] {name} · {mem}", style="bold")
+                yield Text(f"    {load} · {power}")
+                yield Text(f"    PCIe {pcie}")
+                yield Text(f"    {health}")
+            return
+        t = Table(box=box.SIMPLE_HEAD, expand=False, pad_edge=False, show_edge=False)
+        for head in ("GPU", "name · memory", "load · power"):
+            t.add_column(head, no_wrap=True)
+        t.add_column("PCIe · throttle · ECC/Xid", overflow="fold", min_width=26)
+        for idx, name, mem, load, power, pcie, health in self.rows:
+            t.add_row(Text(idx), Text(f"{name}\n{mem}"), Text(f"{load}\n{power}"), Text(f"{pcie}\n{health}"))
+        yield t
+
+
+def _same_pci(event: str | None, gpu: str | None) -> bool:
+    """An Xid names its GPU by PCI address, written with a 4- or 8-digit domain."""
+    if not event or not gpu:
+        return True
+    return str(event).lower().split(":", 1)[-1] == str(gpu).lower().split(":", 1)[-1]
+
+
+# ------------------------------------------------------------------ status and keys
+
+@dataclass
+class Progress:
+    """What is running now, for the status line."""
+
+    rules: bool = False
+    probes_done: int = 0
+    probes_total: int = 0  # 0: no probe running
+    scan_done: int = 0
+    scan_total: int = 0
+    scanning: bool = False
+    diagnosing: bool = False
+
+    def busy(self) -> bool:
+        return self.rules or self.probes_total > 0 or self.scanning or self.diagnosing
+
+    def text(self) -> str:
+        parts = []
+        if self.rules:
+            parts.append("loading rules…")
+        if self.probes_total:
+            parts.append(f"probing {self.probes_done}/{self.probes_total}")
+        if self.scanning:
+            pct = f" {100 * self.scan_done // self.scan_total} %" if self.scan_total else ""
+            parts.append(f"scanning{pct}")
+        if self.diagnosing:
+            parts.append("diagnosing…")
+        return " · ".join(parts)
+
+
+def status_line(source: str | None, lines: int | None, count: int | None, progress: Progress, extra: str = "") -> Text:
+    out = Text()
+    out.append("troubleshoot", style="bold")
+    if source:
+        out.append(" · " + safe(source))
+    if lines is not None:
+        out.append(f" · {lines} lines")
+    if count is not None:
+        out.append(f" · {count} diagnos{'i' if count == 1 else 'e'}s")
+    if progress.busy():
+        out.append(" · " + progress.text(), style="bold yellow")
+    if extra:
+        out.append(" · " + extra, style="bold")
+    return out
+
+
+# Keys shown per view: help and quit always come first, the command palette last if it fits.
+KEYS: dict[str, list[tuple[str, str]]] = {
+    "diagnoses": [("↑↓", "select"), ("enter", "detail"), ("f", "fix"), ("p", "paste"), ("e", "export"),
+                  ("m l r h", "views")],
+    "detail": [("esc", "back"), ("f", "fix"), ("e", "export")],
+    "machine": [("d", "diagnoses"), ("^r", "refresh"), ("e", "export")],
+    "log": [("n/N", "next/prev evidence"), ("p", "paste"), ("o", "open file"), ("d", "diagnoses")],
+    "paste": [("^r", "diagnose"), ("^l", "clear"), ("esc", "leave")],
+    "open": [("enter", "open"), ("esc", "leave")],
+    "rules": [("/", "filter"), ("↑↓", "select"), ("R", "reload")],
+    "filter": [("enter", "to table"), ("esc", "clear")],
+    "history": [("↑↓", "select"), ("u", "undo")],
+}
+
+
+def key_bar(context: str, width: int, typing: bool) -> Text:
+    """One footer line: help and quit first (with the keys that work while typing), then the
+    view's keys that fit, then the palette."""
+    head = [("F1", "help"), ("^q", "quit")] if typing else [("?", "help"), ("q", "quit")]
+    tail = ("^p", "palette")
+    out = Text()
+    used = 0
+
+    def add(key: str, what: str) -> bool:
+        nonlocal used
+        piece = len(key) + 1 + len(what) + (2 if used else 0)
+        if used + piece > width:
+            return False
+        if used:
+            out.append("  ")
+        out.append(key, style="bold reverse")
+        out.append(" " + what)
+        used += piece
+        return True
+
+    for k, w in head:
+        add(k, w)
+    room = width - (len(tail[0]) + len(tail[1]) + 3)
+    for k, w in KEYS.get(context, []):
+        if used + len(k) + len(w) + 3 > room:
+            break
+        add(k, w)
+    add(*tail)
+    return out
