@@ -235,9 +235,11 @@ def run(argv: Sequence[str], log: BinaryIO, log_path: Path, on_output: Callable[
         os.set_blocking(fd, False)
     pid = 0
 
-    def on_child(signum, frame):
+    def wake(signum=None, frame=None):
+        # The main loop may be in select() with no timeout: PEP 475 would retry it unchanged
+        # after a handler, so every handler that changes what the loop waits for wakes it.
         try:
-            os.write(wake_w, b"c")
+            os.write(wake_w, b"w")
         except OSError:
             pass
 
@@ -247,6 +249,7 @@ def run(argv: Sequence[str], log: BinaryIO, log_path: Path, on_output: Callable[
             interrupted = True
         if signum in ESCALATE and kill_at is None and not killed:
             kill_at = time.monotonic() + grace
+            wake()  # its deadline must now bound the wait
         try:
             if signum in TO_GROUP:
                 os.killpg(pid, signum)
@@ -265,7 +268,7 @@ def run(argv: Sequence[str], log: BinaryIO, log_path: Path, on_output: Callable[
                     pass
 
     started = time.monotonic()
-    old_chld = signal.signal(signal.SIGCHLD, on_child)
+    old_chld = signal.signal(signal.SIGCHLD, wake)
     kw: dict = {"preexec_fn": lambda: _own_group_in_foreground(0)} if handover else {"process_group": 0}
     try:
         proc = subprocess.Popen(list(argv), stdin=None, stdout=child_fds[0], stderr=child_fds[1], close_fds=True, **kw)
