@@ -2,6 +2,7 @@
 background child neither holds the wrapper nor outlives it silently), job control on a real
 terminal, and closed outputs. Real processes, real terminals; every wait is on an event."""
 
+import json
 import os
 import pty
 import re
@@ -67,7 +68,9 @@ def test_a_command_that_cannot_run_exits_like_a_shell(tmp_path, case, code, says
 def test_a_background_child_does_not_hold_the_wrapper_and_is_stopped(tmp_path):
     pidfile = tmp_path / "child.pid"
     started = time.monotonic()
-    p = wrapped(tmp_path, "sh", "-c", f'sleep 40 & echo $! > {pidfile}; echo started; exit 3')
+    report = tmp_path / "report.json"
+    p = wrapped(tmp_path, "sh", "-c", f'sleep 40 & echo $! > {pidfile}; echo started; exit 3',
+                extra=("--format", "json", "--report", str(report)))
     took = time.monotonic() - started
     err = p.stderr.decode()
     assert p.returncode == 3, err
@@ -79,6 +82,8 @@ def test_a_background_child_does_not_hold_the_wrapper_and_is_stopped(tmp_path):
     assert re.search(rf"^  pid {child}: (sleep 40|sh -c .*sleep 40.*)$", err, re.M), err
     assert p.stdout == b"started\n"
     assert "job ended (exit 3)" in err
+    doc = json.loads(report.read_text())
+    assert doc["exit_code"] == 3 and [x["pid"] for x in doc["leftovers"]] == [child]
 
 
 def test_a_child_ignoring_sigterm_gets_sigkill_after_the_grace_period(tmp_path):

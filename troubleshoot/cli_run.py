@@ -150,7 +150,8 @@ def cmd_run(args, plugins) -> int:
 
         report = Path(args.report) if args.report else log_path.with_suffix(log_path.suffix + ".json")
         meta = {"source": str(log_path), "exit_code": result.returncode, "signal": result.signal,
-                "seconds": round(result.seconds, 2), "run": run_facts}
+                "seconds": round(result.seconds, 2), "run": run_facts,
+                "leftovers": [{"pid": p.pid, "command": p.command, "killed": result.killed} for p in result.leftovers]}
         try:
             report.write_text(jsonfmt.render(diagnoses, meta))
         except OSError as exc:
