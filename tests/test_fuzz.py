@@ -1,4 +1,5 @@
-"""Property-based fuzzing of every input parser: random bytes, YAML, JSON, conditions.
+"""Property-based fuzzing of every input parser: random bytes, YAML, JSON, conditions, snapshot
+numbers of any size, journals of any shape and the ids given to `undo`.
 
 Bounded for CI (about a minute in all). A long run:
     TROUBLESHOOT_FUZZ=long python -m pytest tests/test_fuzz.py -q
