@@ -95,6 +95,17 @@ class MatchFrameworkToDriver(Fixer):
                     (RunCommand(argv, why=why),), verify=verify, notes=notes)
 
 
+def _compute_capabilities(snapshot) -> list[float]:
+    out = []
+    for g in fact(snapshot, "nvml", "gpus", default=[]) or []:
+        cc = g.get("compute_capability") if isinstance(g, dict) else None
+        try:
+            out.append(float(cc))
+        except (TypeError, ValueError):
+            continue
+    return out
+
+
 class UpgradeDriver(Fixer):
     id = "upgrade-driver"
     title = "Install an NVIDIA driver new enough for the installed framework"
@@ -102,23 +113,57 @@ class UpgradeDriver(Fixer):
     needs_snapshot = True
 
     def plan(self, params, snapshot):
+        from troubleshoot_fixers import distro, driver_install as guide
+
         need = params["min_version"]
         cuda = fact(snapshot, "frameworks", "torch", "cuda") or fact(snapshot, "frameworks", "tensorflow", "cuda")
         if not need and cuda:
             need = driver_floor(cuda)
-        have = fact(snapshot, "nvml", "driver_version") or "unknown"
-        major = (need or "").split(".")[0] or "NNN"
-        text = (f"Installed driver: {have}. "
-                + (f"Needed: ≥ {need}" + (f" (for CUDA {cuda})" if cuda else "") + ". " if need else "")
-                + "Install from your distribution (keeps kernel updates working):\n\n"
-                f"- Ubuntu: `sudo ubuntu-drivers list` then `sudo ubuntu-drivers install nvidia:{major}` "
-                f"(servers: `sudo apt install nvidia-driver-{major}-server`), then reboot.\n"
-                f"- RHEL/Rocky/Fedora with NVIDIA's repository: `sudo dnf module install nvidia-driver:{major}`, then reboot.\n"
-                "- In a container: upgrade the host's driver; the container uses the host's.\n\n"
-                "If the driver cannot change (shared cluster), install a framework build for the CUDA it supports "
-                "instead (fixer match-framework-to-driver).")
-        return Plan(self.id, self.title, params, (Advice(text),),
-                    notes=("A driver change needs a reboot (or unloading every nvidia module).",))
+        have = fact(snapshot, "nvml", "driver_version")
+        # The current production branch, or the branch the minimum needs when that is newer:
+        # never the oldest branch that would do (it leaves the machine at its end of life).
+        branch = str(max(int(guide.PRODUCTION), int((need or "0").split(".")[0])))
+        ccs = _compute_capabilities(snapshot)
+        open_modules = not ccs or min(ccs) >= guide.OPEN_MIN_CC
+        if not open_modules and int(branch) > int(guide.LAST_PROPRIETARY_ONLY_GPUS):
+            raise FixerError(f"fixer 'upgrade-driver': driver ≥ {need} is needed, but a GPU here is older than Turing "
+                             f"(compute capability {min(ccs)}), whose last driver branch is "
+                             f"{guide.LAST_PROPRIETARY_ONLY_GPUS}: install a framework build for that branch's CUDA "
+                             f"instead (fixer match-framework-to-driver)")
+        d = distro.detect(snapshot)
+        inst = guide.commands(d, branch, open_modules, fact(snapshot, "host", "arch"))
+        switches = fact(snapshot, "fabric_manager", "nvswitch_count")
+        nvswitch = isinstance(switches, int) and not isinstance(switches, bool) and switches > 0
+        flavour = ("open kernel modules (nvidia-open, the default since 560)" if open_modules else
+                   "proprietary kernel modules (a GPU here is older than Turing)")
+        lines = [f"Installed driver: {have or 'unknown'}. "
+                 + (f"Needed: ≥ {need}" + (f" (for CUDA {cuda})" if cuda else "") + ". " if need else "")
+                 + f"Proposed: branch {branch}" + (" (the current production branch)" if branch == guide.PRODUCTION else "")
+                 + f", {flavour}."]
+        if inst is None:
+            actions = [distro.unsupported("install the NVIDIA driver", guide.runfile(branch, open_modules), snapshot)]
+        else:
+            steps = list(inst.commands)
+            if nvswitch:
+                steps += inst.fabric_manager
+            lines.append(f"On {d.name}, as NVIDIA's Driver Installation Guide ({guide.GUIDE}) does it:\n\n"
+                         + "\n".join(f"    {c}" for c in steps) + "\n\nthen reboot (`sudo reboot`) and check "
+                         "`nvidia-smi`.")
+            if nvswitch:
+                lines.append(f"This machine has {switches} NVSwitch(es): nvidia-fabricmanager of the same branch, at "
+                             "exactly the driver's version, must run or CUDA reports `system not yet initialized`.")
+            actions = [Advice("\n\n".join(lines))]
+        if not ccs:
+            actions.append(Advice("No GPU facts: open modules need a Turing or newer GPU (`nvidia-smi --query-gpu="
+                                  "compute_cap --format=csv` ≥ 7.5); for Maxwell, Pascal or Volta use the proprietary "
+                                  "flavour (cuda-drivers) of branch 580 at most."))
+        if fact(snapshot, "docker", "in_container"):
+            actions.append(Advice("This is a container: upgrade the host's driver; the container uses the host's."))
+        actions.append(Advice("If the driver cannot change (shared cluster), install a framework build for the CUDA "
+                              "it supports instead (fixer match-framework-to-driver)."))
+        return Plan(self.id, self.title, params, tuple(actions), meta={"branch": branch, "open_modules": open_modules},
+                    notes=("A driver change needs a reboot (or unloading every nvidia module).",
+                           "Shown, not run: a driver install needs a reboot and, on shared machines, the admin."))
 
 
 FIXERS = [MatchFrameworkToDriver(), UpgradeDriver()]

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 import shutil
+import sys
 
+from troubleshoot_fixers import distro
 from troubleshoot_fixers.facts import fact
 from troubleshoot.fixes.api import Fixer, FixerError, Param
 from troubleshoot.fixes.plan import Advice, EnsureLine, MergeStructured, Plan, RunCommand, Verify, WriteFile
@@ -15,33 +17,13 @@ ABS_PATH = r"/[A-Za-z0-9._/+-]*"
 
 
 
-_FAMILIES = (("debian", ("ubuntu", "debian", "mint", "pop")), ("redhat", ("rhel", "red hat", "rocky", "alma", "centos",
-             "fedora", "amazon", "oracle", "ol")), ("suse", ("suse", "sles", "opensuse")), ("arch", ("arch", "manjaro")))
-
-
 def _family(snapshot) -> str | None:
-    """debian, redhat, suse or arch: from the snapshot's OS (the machine being fixed), else this
-    machine's /etc/os-release (ID and ID_LIKE); None when it is none of these."""
-    words = str(fact(snapshot, "host", "os") or "").lower()
-    if not words and not snapshot:
-        try:
-            with open("/etc/os-release", encoding="utf-8", errors="replace") as f:
-                text = f.read(1 << 16)
-        except OSError:
-            text = ""
-        ids = re.findall(r'^(?:ID|ID_LIKE)="?([^"\n]*)"?', text, re.M)
-        words = " ".join(ids).lower()
-    tokens = set(re.split(r"[^a-z0-9]+", words)) | {words}
-    for family, names in _FAMILIES:
-        if any(n in tokens or (" " in n and n in words) for n in names):
-            return family
-    return None
+    """debian, redhat, suse or arch (fixers/distro.py), None for anything else."""
+    return distro.family(snapshot)
 
 
 def _unsupported(what: str, by_hand: str, snapshot) -> Advice:
-    os_name = fact(snapshot, "host", "os") or "this distribution"
-    return Advice(f"{os_name} is not one troubleshoot knows how to {what} on (Debian/Ubuntu, RHEL/Rocky/Alma/Fedora, "
-                  f"SUSE, Arch). By hand: {by_hand}")
+    return distro.unsupported(what, by_hand, snapshot)
 
 
 def _mib(size: str) -> int:
@@ -97,6 +79,110 @@ class BlacklistNouveau(Fixer):
             notes=("nouveau stays loaded until the reboot.",))
 
 
+# NVIDIA's container repositories sign with one key, "NVIDIA CORPORATION (Open Source Projects)
+# <cudatools@nvidia.com>", primary fingerprint C95B 321B 61E8 8C18 09C4 F759 DDCA E044 F796 ECB0,
+# as `gpg --show-keys` prints for https://nvidia.github.io/libnvidia-container/gpgkey (quoted by
+# NVIDIA's own tracker: github.com/NVIDIA/nvidia-container-toolkit/issues/1460). A rotated key
+# makes the check refuse, loudly, until this constant is updated: never a silent install.
+TOOLKIT_KEY_URL = "https://nvidia.github.io/libnvidia-container/gpgkey"
+TOOLKIT_KEY_FPR = "C95B321B61E88C1809C4F759DDCAE044F796ECB0"
+TOOLKIT_KEYRING = "/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
+TOOLKIT_RPM_KEY = "/etc/pki/rpm-gpg/RPM-GPG-KEY-nvidia-container-toolkit"
+TOOLKIT_APT_LIST = "/etc/apt/sources.list.d/nvidia-container-toolkit.list"
+# NVIDIA's nvidia-container-toolkit.repo, with the key read from the verified local copy instead
+# of fetched again (and trusted on first use) by dnf/zypper.
+TOOLKIT_REPO = """[nvidia-container-toolkit]
+name=nvidia-container-toolkit
+baseurl=https://nvidia.github.io/libnvidia-container/stable/rpm/$basearch
+repo_gpgcheck=1
+gpgcheck=0
+enabled=1
+gpgkey=file://{key}
+sslverify=1
+"""
+
+
+def _keycheck(out: str, dearmor: bool) -> RunCommand:
+    argv = (sys.executable, "-m", "troubleshoot_fixers.keycheck", "--url", TOOLKIT_KEY_URL, "--fingerprint",
+            TOOLKIT_KEY_FPR, "--out", out) + (("--dearmor",) if dearmor else ())
+    return RunCommand(argv, needs_root=True, why=f"NVIDIA's repository key, fetched into a private temporary folder and "
+                      f"installed only if its fingerprint is {TOOLKIT_KEY_FPR}")
+
+
+def _old_toolkit_sources(snapshot) -> list:
+    """Old nvidia-docker / libnvidia-container apt lines make `apt-get update` fail ("Conflicting
+    values set for option Signed-By"): each is commented out in place (backed up, undoable)."""
+    actions = []
+    for src in fact(snapshot, "docker", "toolkit_apt_sources", default=[]) or []:
+        path, line = (src.get("path"), src.get("line")) if isinstance(src, dict) else (None, None)
+        if not isinstance(path, str) or not isinstance(line, str) or not path.startswith("/etc/apt/"):
+            continue
+        actions.append(EnsureLine(path, f"# disabled by troubleshoot (Signed-By conflict with {TOOLKIT_APT_LIST}): {line}",
+                                  replaces=rf"^{re.escape(line)}$", needs_root=True,
+                                  why=f"an older NVIDIA container repository entry in {path}"))
+    return actions
+
+
+def _toolkit_install(snapshot) -> list:
+    d = distro.detect(snapshot)
+    install = "nvidia-container-toolkit"
+    if d.family == "debian":
+        return [
+            *_old_toolkit_sources(snapshot),
+            _keycheck(TOOLKIT_KEYRING, dearmor=True),
+            WriteFile(TOOLKIT_APT_LIST, f"deb [signed-by={TOOLKIT_KEYRING}] "
+                      "https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH) /\n",
+                      why="NVIDIA's apt repository (the official list)", mode=0o644, needs_root=True),
+            RunCommand(("apt-get", "update"), why="read the new repository", needs_root=True),
+            RunCommand(("apt-get", "install", "-y", install), why="install the toolkit", needs_root=True,
+                       undo=("apt-get", "remove", "-y", install)),
+        ]
+    if d.family in ("redhat", "suse"):
+        repo_dir, tool = ("/etc/yum.repos.d", "dnf") if d.family == "redhat" else ("/etc/zypp/repos.d", "zypper")
+        cmd = ("dnf", "install", "-y", install) if tool == "dnf" else ("zypper", "--non-interactive", "install", install)
+        return [
+            _keycheck(TOOLKIT_RPM_KEY, dearmor=False),
+            RunCommand(("rpm", "--import", TOOLKIT_RPM_KEY), why="trust the checked key for the repository's metadata",
+                       needs_root=True),
+            WriteFile(f"{repo_dir}/nvidia-container-toolkit.repo", TOOLKIT_REPO.format(key=TOOLKIT_RPM_KEY),
+                      why=f"NVIDIA's {tool} repository, its key read from the checked copy", mode=0o644, needs_root=True),
+            RunCommand(cmd, why="install the toolkit", needs_root=True,
+                       undo=(tool, "remove", "-y", install) if tool == "dnf" else ("zypper", "remove", install)),
+        ]
+    if d.family == "arch":
+        return [RunCommand(("pacman", "-S", "--needed", "--noconfirm", install), needs_root=True,
+                           why="the toolkit from Arch's extra repository (signed by Arch)",
+                           undo=("pacman", "-R", install))]
+    return [_unsupported("install the NVIDIA Container Toolkit", "follow https://docs.nvidia.com/datacenter/cloud-native/"
+                         "container-toolkit/latest/install-guide.html for your package manager, check the key's "
+                         f"fingerprint ({TOOLKIT_KEY_FPR}) before trusting it, then run this fixer with install=false.",
+                         snapshot)]
+
+
+def restart_docker(snapshot, why: str) -> list:
+    """`systemctl restart docker` stops every running container (unless live-restore is on):
+    the plan says which, from the facts, or from `docker ps` now when this machine is the one
+    being fixed and was not probed."""
+    running = fact(snapshot, "docker", "containers_running") if snapshot else None
+    if not snapshot:
+        from troubleshoot.probes.base import ProbeContext
+        from troubleshoot.probes.docker import running_containers
+
+        running = running_containers(ProbeContext())
+    live_restore = fact(snapshot, "docker", "daemon_json", "live-restore") is True
+    if not isinstance(running, list):
+        warn = ("could not list running containers (no Docker facts: the daemon was not reachable, or the snapshot "
+                "has none): check `docker ps` first; every running container stops when Docker restarts")
+    elif not running:
+        warn = "no container is running: nothing stops"
+    else:
+        names = [f"{c.get('name') or c.get('id')} ({c.get('image')})" for c in running if isinstance(c, dict)]
+        warn = (f"{len(names)} running container(s) {'keep running (live-restore is on)' if live_restore else 'STOP'} "
+                f"when Docker restarts: {', '.join(names[:20])}{' ...' if len(names) > 20 else ''}")
+    return [Advice(f"Warning: {warn}.", why="before restarting Docker"),
+            RunCommand(("systemctl", "restart", "docker"), why=why, needs_root=True)]
+
+
 class NvidiaContainerToolkit(Fixer):
     id = "nvidia-container-toolkit"
     title = "Install and configure the NVIDIA Container Toolkit for Docker"
@@ -105,30 +191,12 @@ class NvidiaContainerToolkit(Fixer):
 
     def plan(self, params, snapshot):
         actions = []
-        have_ctk = bool(fact(snapshot, "docker", "nvidia_ctk_version")) or bool(shutil.which("nvidia-ctk"))
+        # This machine's PATH only when it is the machine being fixed (no snapshot given).
+        have_ctk = bool(fact(snapshot, "docker", "nvidia_ctk_version")) or (not snapshot and bool(shutil.which("nvidia-ctk")))
         if params["install"] and not have_ctk:
-            if _family(snapshot) == "debian":
-                key = "/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
-                actions += [
-                    RunCommand(("curl", "-fsSL", "-o", "/tmp/nvidia-container-toolkit.gpgkey",
-                                "https://nvidia.github.io/libnvidia-container/gpgkey"), why="NVIDIA's repository key"),
-                    RunCommand(("gpg", "--batch", "--yes", "--dearmor", "-o", key, "/tmp/nvidia-container-toolkit.gpgkey"),
-                               why="install the key for apt", needs_root=True),
-                    WriteFile("/etc/apt/sources.list.d/nvidia-container-toolkit.list",
-                              f"deb [signed-by={key}] https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH) /\n",
-                              why="NVIDIA's apt repository (the official list)", mode=0o644, needs_root=True),
-                    RunCommand(("apt-get", "update"), why="read the new repository", needs_root=True),
-                    RunCommand(("apt-get", "install", "-y", "nvidia-container-toolkit"), why="install the toolkit",
-                               needs_root=True, undo=("apt-get", "remove", "-y", "nvidia-container-toolkit")),
-                ]
-            else:
-                actions += [
-                    RunCommand(("curl", "-fsSL", "-o", "/etc/yum.repos.d/nvidia-container-toolkit.repo",
-                                "https://nvidia.github.io/libnvidia-container/stable/rpm/nvidia-container-toolkit.repo"),
-                               why="NVIDIA's dnf repository", needs_root=True),
-                    RunCommand(("dnf", "install", "-y", "nvidia-container-toolkit"), why="install the toolkit",
-                               needs_root=True, undo=("dnf", "remove", "-y", "nvidia-container-toolkit")),
-                ]
+            actions += _toolkit_install(snapshot)
+        elif distro.family(snapshot) == "debian":
+            actions += _old_toolkit_sources(snapshot)
         actions += [
             # What `nvidia-ctk runtime configure --runtime=docker` writes, done here so that it is
             # previewed as a diff, backed up and undoable, and every other key of the file is kept.
@@ -136,7 +204,7 @@ class NvidiaContainerToolkit(Fixer):
                             {"runtimes": {"nvidia": {"args": [], "path": "nvidia-container-runtime"}}},
                             why="register the nvidia runtime with Docker (same as nvidia-ctk runtime configure)",
                             needs_root=True),
-            RunCommand(("systemctl", "restart", "docker"), why="Docker reads daemon.json at start", needs_root=True),
+            *restart_docker(snapshot, "Docker reads daemon.json at start"),
             Advice("Test: `docker run --rm --gpus all ubuntu nvidia-smi`. Rootless Docker: "
                    "`nvidia-ctk runtime configure --runtime=docker --config=$HOME/.config/docker/daemon.json` and "
                    "`systemctl --user restart docker`."),

@@ -1,4 +1,5 @@
-"""Property-based fuzzing of every input parser: random bytes, YAML, JSON, conditions.
+"""Property-based fuzzing of every input parser: random bytes, YAML, JSON, conditions, snapshot
+numbers of any size, journals of any shape and the ids given to `undo`.
 
 Bounded for CI (about a minute in all). A long run:
     TROUBLESHOOT_FUZZ=long python -m pytest tests/test_fuzz.py -q
@@ -6,6 +7,7 @@ Bounded for CI (about a minute in all). A long run:
 """
 
 import io
+import json
 import os
 import re
 import string
@@ -131,6 +133,135 @@ def test_yaml_loader_only_raises_yaml_errors(text):
         yamldoc.load(text)
     except yamldoc.YamlError:
         pass
+
+
+huge = st.sampled_from([10**4000, -(10**4000), 2**63, 2**64 + 1, -(2**63) - 1, 10**309, 10**30])
+big_numbers = st.recursive(st.one_of(huge, st.integers(), st.floats(allow_nan=True, allow_infinity=True)),
+                           lambda c: st.one_of(st.lists(c, max_size=4), st.dictionaries(st.sampled_from(
+                               ["driver_version", "mem_total_mib", "nofile_soft", "count", "temperature_c", "x"]), c,
+                               max_size=4)), max_leaves=12)
+NUMERIC_FACTS = [("io", "mem_total_mib"), ("io", "mem_available_mib"), ("io", "shm_size_mib"), ("io", "nr_open"),
+                 ("io", "nofile_soft"), ("nvml", "cuda_driver_version"), ("fabric_manager", "nvswitch_count")]
+
+
+@budget(300)
+@given(st.lists(st.tuples(st.sampled_from(NUMERIC_FACTS), big_numbers), max_size=6), st.booleans())
+def test_snapshot_numbers_of_any_size_never_raise(tmp_path_factory, values, as_text):
+    """Huge integers (4000 digits: past Python's int-to-text limit), 2**64, floats past double:
+    from a dict or from JSON text, then through the facts-reading code and the conditions."""
+    TRIED["snapshot numbers"] += 1
+    data: dict = {"schema": 1}
+    for (area, key), v in values:
+        data.setdefault(area, {})[key] = v
+    if as_text:
+        path = tmp_path_factory.mktemp("s") / "snap.json"
+        path.write_text("{" + ", ".join(f'"{a}": {{' + ", ".join(f'"{k}": {_json_number(v)}' for k, v in area.items())
+                                        + "}" if isinstance(area, dict) else f'"{a}": {area}'
+                                        for a, area in data.items()) + "}")
+        try:
+            loaded = snapshot.load(path)
+        except TroubleshootError:
+            return
+    else:
+        try:
+            loaded = snapshot.check(data)
+        except TroubleshootError:
+            return
+    for src in ("io.mem_total_mib > 1024", "nvml.cuda_driver_version >= 12.4", "io.nr_open < 1048576 * 16",
+                "fabric_manager.nvswitch_count > 0 and io.shm_size_mib <= io.mem_total_mib / 2"):
+        conditions.evaluate(conditions.parse(src), loaded.facts)
+
+
+def _json_number(v) -> str:
+    """JSON text for a value, big integers written out digit by digit as a snapshot from
+    elsewhere would have them (json.dumps refuses past 4300 digits)."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        import sys
+
+        old = sys.get_int_max_str_digits()
+        sys.set_int_max_str_digits(0)
+        try:
+            return str(v)
+        finally:
+            sys.set_int_max_str_digits(old)
+    import json
+
+    return json.dumps(v, default=str)
+
+
+step = st.fixed_dictionaries({}, optional={
+    "index": st.one_of(st.integers(-3, 10**6), st.text(max_size=3), st.none()),
+    "kind": st.one_of(st.sampled_from(["write", "merge", "line", "command", "env", "advice", "rm"]), st.integers()),
+    "status": st.one_of(st.sampled_from(["pending", "done", "failed", "unchanged", "skipped", "shown", "x"]), st.none()),
+    "target": st.sampled_from(["ROOT/etc/a.conf", "ROOT/../escape", "/etc/passwd", "relative/x", "ROOT", "ROOT/a\x00b",
+                               "ROOT/link/x", 7, None]),
+    "existed": st.one_of(st.booleans(), st.none(), st.text(max_size=2)),
+    "backup": st.sampled_from(["backups/0", "backups/1", "../../etc/shadow", "after/0", "backups/x", 3]),
+    "after": st.sampled_from(["after/0", "after/1", "/etc/passwd", "backups/0"]),
+    "argv": st.one_of(st.lists(st.text(max_size=5), max_size=3), st.text(max_size=5), st.none()),
+    "undo": st.one_of(st.lists(st.text(max_size=5), max_size=3), st.integers(), st.none()),
+})
+VALID_STEP = {"index": 0, "kind": "line", "status": "done", "title": "t", "target": "ROOT/etc/a.conf", "existed": True,
+              "backup": "backups/0", "after": "after/0"}
+VALID_JOURNAL = {"schema": 1, "id": "SELF", "fixer": "ramdisk", "started": "2026-01-01T00:00:00+00:00",
+                 "status": "applied", "root": "ROOT", "steps": [VALID_STEP]}
+# Mostly valid journals with a few fields changed (they reach the undo itself), and any JSON at all.
+mutated_step = st.builds(lambda over: {**VALID_STEP, **over}, step)
+journal_doc = st.one_of(json_values, st.builds(lambda over: {**VALID_JOURNAL, **over}, st.fixed_dictionaries({}, optional={
+    "schema": st.one_of(st.just(1), st.integers(), st.text(max_size=2)),
+    "id": st.sampled_from(["SELF", "other", 5]),
+    "fixer": st.one_of(st.just("ramdisk"), st.integers()),
+    "started": st.one_of(st.just("2026-01-01T00:00:00+00:00"), st.text(max_size=8), st.none()),
+    "status": st.sampled_from(["applying", "applied", "failed", "verify-failed", "undone", "bogus"]),
+    "root": st.sampled_from(["ROOT", "relative", 5, "ROOT/.."]),
+    "steps": st.one_of(st.lists(st.one_of(st.just(VALID_STEP), mutated_step, step), max_size=5),
+                       st.dictionaries(st.text(max_size=3), st.integers(), max_size=2)),
+})))
+undo_ids = st.one_of(st.sampled_from(["../../x", "..", ".", "a/b", "/etc", "x\x00y", "", " ", "-rf", "~", "FOLDER"]),
+                     st.text(max_size=30))
+
+
+@budget(300)
+@given(journal_doc, undo_ids, st.binary(max_size=40))
+def test_journals_and_undo_ids_never_raise_or_act_outside_the_root(tmp_path_factory, doc, eid, raw):
+    """A journal of any shape (or not JSON at all), and any id given to `undo`: a one-line
+    error or a confined undo; nothing outside the sandbox root is read as a backup or touched."""
+    from troubleshoot.fixes import executor, journal
+
+    TRIED["journals"] += 1
+    base = tmp_path_factory.mktemp("j")
+    os.environ["XDG_STATE_HOME"] = str(base / "state")
+    root = base / "root"
+    (root / "etc").mkdir(parents=True)
+    (root / "etc" / "a.conf").write_bytes(b"now\n")
+    outside = base / "escape"
+    outside.write_bytes(b"outside\n")
+    folder_name = f"20260101-000000-fuzz-{TRIED['journals']:06d}"
+    folder = journal.state_dir() / folder_name
+    (folder / "backups").mkdir(parents=True)
+    (folder / "after").mkdir()
+    (folder / "backups" / "0").write_bytes(b"before\n")
+    (folder / "after" / "0").write_bytes(b"now\n")
+
+    def fill(v):
+        if isinstance(v, str):
+            return v.replace("ROOT", str(root)).replace("SELF", folder_name)
+        if isinstance(v, list):
+            return [fill(x) for x in v]
+        if isinstance(v, dict):
+            return {k: fill(x) for k, x in v.items()}
+        return v
+
+    text = json.dumps(fill(doc)) if raw[:1] != b"\xff" else raw.decode("latin-1")
+    (folder / "journal.json").write_text(text, encoding="utf-8")
+    for target in (folder_name, eid.replace("FOLDER", folder_name)):
+        try:
+            executor.undo(target)
+        except TroubleshootError:
+            pass
+        journal.entries()
+    assert outside.read_bytes() == b"outside\n"
+    assert sorted(p.name for p in base.iterdir()) == ["escape", "root", "state"]
 
 
 def test_report_inputs_tried():

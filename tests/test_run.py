@@ -3,15 +3,14 @@
 import json
 import os
 import pty
-import select
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
 from conftest import REPO
+from procwait import Output, read_pty as _read_pty
 
 torch = pytest.importorskip("torch")
 
@@ -78,30 +77,6 @@ def test_killed_job_exit_code_is_128_plus_signal(tmp_path):
                 "import os, signal; print('bye', flush=True); os.kill(os.getpid(), signal.SIGKILL)")
     assert p.returncode == 128 + 9 and p.stdout == b"bye\n"
     assert b"killed by signal 9" in p.stderr
-
-
-class Output:
-    """A child's pipe read as it arrives: wait for a line without sleeping or blocking forever."""
-
-    def __init__(self, stream):
-        self.fd, self.buf, self.pos = stream.fileno(), b"", 0
-
-    def wait_for(self, want: bytes, timeout: float = 120) -> bytes:
-        """Return the complete lines after the last match, up to the first line containing `want`."""
-        deadline = time.monotonic() + timeout
-        while True:
-            at = self.buf.find(want, self.pos)
-            end = self.buf.find(b"\n", at) if at >= 0 else -1
-            if end >= 0:
-                got, self.pos = self.buf[self.pos:end + 1], end + 1
-                return got
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self.fd], [], [], left)[0]:
-                raise AssertionError(f"no {want!r} within {timeout}s; got {self.buf[-2000:]!r}")
-            chunk = os.read(self.fd, 65536)
-            if not chunk:
-                raise AssertionError(f"output ended before {want!r}; got {self.buf[-2000:]!r}")
-            self.buf += chunk
 
 
 def _start(args, **kw) -> subprocess.Popen:
@@ -178,29 +153,9 @@ def test_ctrl_c_in_a_real_terminal_reaches_the_job_first(tmp_path):
     assert b"job saw Ctrl-C" in log.read_bytes()
 
 
-def _read_pty(fd: int, until: bytes | None = None, timeout: float = 120) -> bytes:
-    """Read a pty master until `until` is seen, or (None) until the other side has closed."""
-    out = b""
-    deadline = time.monotonic() + timeout
-    while until is None or until not in out:
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([fd], [], [], left)[0]:
-            raise AssertionError(f"timed out reading the terminal; got {out[-2000:]!r}")
-        try:
-            chunk = os.read(fd, 4096)
-        except OSError:  # EIO: every process on the terminal has exited
-            chunk = b""
-        if not chunk:
-            if until is None:
-                return out
-            raise AssertionError(f"terminal closed before {until!r}; got {out[-2000:]!r}")
-        out += chunk
-    return out
-
-
 def test_missing_command_is_a_one_line_error(tmp_path):
     p = wrapped("--no-probe", "--log-to", str(tmp_path / "l"), "--", "no-such-command-xyz")
-    assert p.returncode == 2 and p.stderr.decode().strip() == "troubleshoot: error: no-such-command-xyz: command not found"
+    assert p.returncode == 127 and p.stderr.decode().strip() == "troubleshoot: error: no-such-command-xyz: command not found"
 
 
 def test_follow_a_growing_log_prints_new_diagnoses(tmp_path):

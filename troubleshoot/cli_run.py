@@ -1,10 +1,12 @@
 """`troubleshoot run -- CMD...`: run a job unchanged, watch it, diagnose it when it fails.
 
-Our own messages go to stderr only, after the job's; stdout carries the job's bytes alone.
+Our own messages go to stderr only, after the job's; stdout carries the job's bytes alone. A
+closed or vanished stdout/stderr (`>&-`, `| head`) loses our messages, never the job's exit code.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from pathlib import Path
@@ -27,16 +29,38 @@ def add_parser(sub, add_rules_arg) -> None:
     r.add_argument("--interval", type=float, default=1.0, metavar="S", help="seconds between samples (default 1)")
     r.add_argument("--quiet", action="store_true", help="no live warnings; only the final diagnosis")
     r.add_argument("--tui", action="store_true", help="when the job fails, open the TUI on its log and snapshot")
+    r.add_argument("--grace", type=float, default=None, metavar="S",
+                   help="seconds a process left in the job's group (or the job, after SIGTERM) gets between "
+                        "SIGTERM and SIGKILL (default 10)")
     add_rules_arg(r)
     r.add_argument("cmd", nargs="+", metavar="CMD", help="the job, after --")
 
 
-def _say(msg: str) -> None:
+def _err(text: str) -> None:
+    """To stderr, or nowhere once its reader is gone: the job's exit code must still come out."""
     try:
-        sys.stderr.write(f"{PROG}: {msg}\n")
+        sys.stderr.write(text)
         sys.stderr.flush()
-    except (BrokenPipeError, OSError):
-        pass
+    except (OSError, ValueError):
+        sys.stderr = open(os.devnull, "w")  # and nothing left buffered to fail again at exit
+
+
+def _say(msg: str) -> None:
+    _err(f"{PROG}: {msg}\n")
+
+
+def _report_leftovers(result) -> None:
+    if result.leftovers:
+        how = ("SIGTERM, then SIGKILL (still there after the grace period)" if result.killed else "SIGTERM")
+        _say(f"still running in the job's process group when it exited, stopped with {how}:")
+        for p in result.leftovers:
+            _err(f"  pid {p.pid}: {p.command}\n")
+    elif result.killed:
+        _say("the job did not exit within the grace period after SIGTERM: its process group got SIGKILL")
+    if result.holders:
+        _say("still holding the job's output, outside its process group (setsid or a daemon; not signalled):")
+        for p in result.holders:
+            _err(f"  pid {p.pid}: {p.command}\n")
 
 
 def cmd_run(args, plugins) -> int:
@@ -46,11 +70,15 @@ def cmd_run(args, plugins) -> int:
     from troubleshoot.run import wrapper
     from troubleshoot.run.watch import Watcher
 
+    closed = wrapper.std_fds()  # first: no file opened below may land on a closed fd 1 or 2
     cmd = args.cmd[1:] if args.cmd and args.cmd[0] == "--" else args.cmd
     if not cmd:
         raise TroubleshootError("run needs a command: troubleshoot run -- python train.py ...")
     if args.interval <= 0:
         raise TroubleshootError("--interval must be positive")
+    grace = wrapper.GRACE if args.grace is None else args.grace
+    if not 0 <= grace <= 3600:
+        raise TroubleshootError("--grace must be between 0 and 3600 seconds")
     if args.log_to and (args.log_to.endswith("/") or Path(args.log_to).is_dir()):
         log_path = wrapper.default_log_path(cmd, Path(args.log_to))  # a folder: one file per rank in it
     else:
@@ -86,7 +114,10 @@ def cmd_run(args, plugins) -> int:
 
     try:
         result = wrapper.run(cmd, log, log_path, on_output=lambda b: watcher.feed(b) if watcher else None,
-                             on_start=on_start)
+                             on_start=on_start, grace=grace, closed=closed)
+    except wrapper.ExecError as exc:
+        _say(f"error: {exc}")
+        return exc.exit_code
     finally:
         if watcher:
             watcher.stop()
@@ -108,17 +139,19 @@ def cmd_run(args, plugins) -> int:
     if result.interrupted:
         how += ", interrupted"
     _say(f"job ended ({how}) after {result.seconds:.1f}s; log: {log_path}")
+    _report_leftovers(result)
     if watcher and not args.quiet:
         summary = watcher.summary()
         if summary:
-            sys.stderr.write("\n".join("  " + ln for ln in summary.splitlines()) + "\n")
+            _err("\n".join("  " + ln for ln in summary.splitlines()) + "\n")
 
     if args.format == "json":
         from troubleshoot.report import jsonfmt
 
         report = Path(args.report) if args.report else log_path.with_suffix(log_path.suffix + ".json")
         meta = {"source": str(log_path), "exit_code": result.returncode, "signal": result.signal,
-                "seconds": round(result.seconds, 2), "run": run_facts}
+                "seconds": round(result.seconds, 2), "run": run_facts,
+                "leftovers": [{"pid": p.pid, "command": p.command, "killed": result.killed} for p in result.leftovers]}
         try:
             report.write_text(jsonfmt.render(diagnoses, meta))
         except OSError as exc:
@@ -132,8 +165,8 @@ def cmd_run(args, plugins) -> int:
             _say("the job succeeded, but:")
         from troubleshoot.cli import _hint_args, command_line
 
-        sys.stderr.write(text.render(diagnoses, colour=sys.stderr.isatty(), limit=3, source=str(log_path),
-                                     hint_args=_hint_args(args)))  # its preview line repeats --rules/-p
+        _err(text.render(diagnoses, colour=sys.stderr.isatty(), limit=3, source=str(log_path),
+                         hint_args=_hint_args(args)))  # its preview line repeats --rules/-p
         if sys.stdin.isatty() and sys.stderr.isatty() and not args.tui:
             _say(f"open it in the TUI: {command_line('tui', '--log', str(log_path), args=args)}  (or run with --tui)")
     elif failed:

@@ -124,7 +124,7 @@ def validate(data, folder_name: str) -> list[str]:
             if not isinstance(target, str) or not target.startswith("/") or "\x00" in target \
                     or ".." in target.split("/"):
                 bad.append(f"{where}: 'target' is not an absolute path")
-            elif root and not (target == root or target.startswith(root.rstrip("/") + "/")):
+            elif isinstance(root, str) and root and not (target == root or target.startswith(root.rstrip("/") + "/")):
                 bad.append(f"{where}: target {target} is outside the root {root}")
             if not isinstance(st.get("existed"), bool):
                 bad.append(f"{where}: 'existed' is not true or false")

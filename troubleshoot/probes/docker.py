@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 
 from troubleshoot.probes.base import ProbeContext
@@ -17,9 +18,11 @@ def probe(ctx: ProbeContext) -> dict:
     out["nvidia_ctk_version"] = _version(ctx, ["nvidia-ctk", "--version"])
     out["nvidia_container_cli_version"] = _version(ctx, ["nvidia-container-cli", "--version"])
     out.update(_daemon_json(ctx))
+    out["toolkit_apt_sources"] = toolkit_apt_sources(ctx)
     docker = ctx.which("docker")
     out["installed"] = bool(docker)
-    out.update(server_version=None, runtimes=None, default_runtime=None, nvidia_runtime=None, server_error=None)
+    out.update(server_version=None, runtimes=None, default_runtime=None, nvidia_runtime=None, server_error=None,
+               containers_running=None)
     if not docker:
         out["error"] = "docker: command not found"
         return out
@@ -37,6 +40,47 @@ def probe(ctx: ProbeContext) -> dict:
         out["server_error"] = "; ".join(str(e) for e in errors)
         return out
     out.update(facts_from_info(info))
+    out["containers_running"] = running_containers(ctx, docker)
+    return out
+
+
+def running_containers(ctx: ProbeContext, docker: str | None = None) -> list[dict] | None:
+    """What `systemctl restart docker` would stop; None when Docker could not be asked."""
+    docker = docker or ctx.which("docker")
+    if not docker:
+        return None
+    r = ctx.run([docker, "ps", "--format", "{{.ID}}\t{{.Names}}\t{{.Image}}"], timeout=5)
+    if r.error or r.returncode != 0:
+        return None
+    out = []
+    for line in r.stdout.splitlines()[:500]:
+        parts = line.split("\t")
+        if len(parts) == 3:
+            out.append({"id": parts[0][:12], "name": parts[1], "image": parts[2]})
+    return out
+
+
+TOOLKIT_REPOS = re.compile(r"nvidia\.github\.io/(?:nvidia-docker|libnvidia-container|nvidia-container-runtime)")
+TOOLKIT_LIST = "/etc/apt/sources.list.d/nvidia-container-toolkit.list"
+
+
+def toolkit_apt_sources(ctx: ProbeContext) -> list[dict] | None:
+    """apt lines for NVIDIA's container repositories outside the toolkit's own list: old
+    nvidia-docker.list files make apt fail with "Conflicting values set for option Signed-By"."""
+    folder = ctx.path("/etc/apt/sources.list.d")
+    if not folder.is_dir():
+        return None
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.endswith(".list"))[:200]
+    except OSError:
+        return None
+    out = []
+    for path in ["/etc/apt/sources.list"] + [f"/etc/apt/sources.list.d/{n}" for n in names]:
+        if path == TOOLKIT_LIST:
+            continue
+        for line in (ctx.read(path) or "").splitlines():
+            if not line.lstrip().startswith("#") and TOOLKIT_REPOS.search(line):
+                out.append({"path": path, "line": line})
     return out
 
 

@@ -22,6 +22,7 @@ ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_", "CUDNN_")
 def host(ctx: ProbeContext) -> dict:
     os_release = ctx.read("/etc/os-release") or ""
     m = re.search(r'^PRETTY_NAME="?([^"\n]*)"?', os_release, re.M)
+    fields = {k: v for k, v in re.findall(r'^(ID|ID_LIKE|VERSION_ID)=["\']?([^"\'\n]*)', os_release, re.M)}
     try:
         user = getpass.getuser()
     except Exception:
@@ -30,6 +31,10 @@ def host(ctx: ProbeContext) -> dict:
         "available": True,
         "hostname": socket.gethostname(),
         "os": m.group(1) if m else platform.system(),
+        # The fixers pick a package manager from these (never from the machine that runs them).
+        "os_id": fields.get("ID") or None,
+        "os_id_like": fields.get("ID_LIKE") or None,
+        "os_version_id": fields.get("VERSION_ID") or None,
         "kernel_release": (ctx.read("/proc/sys/kernel/osrelease") or platform.release()).strip(),
         "arch": platform.machine(),
         "user": user,

@@ -3,10 +3,21 @@
 The job gets the same stdin; its stdout and stderr each go through a pseudo-terminal when ours
 is a terminal (so `isatty()` checks, progress bars and colours behave as unwrapped), else
 through pipes. Bytes are passed on untouched to our stdout/stderr and appended to the log.
-Signals sent to us (SIGTERM from a scheduler, SIGHUP, SIGQUIT, SIGUSR1/2) are forwarded to the
-job. SIGINT is forwarded too, except when it came from our terminal: the terminal already
-delivered it to the job, which shares our process group, so the job sees Ctrl-C first and once.
-The exit status is the job's (128+N when a signal ended it).
+
+The job runs in its own process group, as a shell runs a job: when our stdin is the terminal
+and we are in its foreground, the job's group is made the foreground group, so Ctrl-C,
+Ctrl-\\ and Ctrl-Z reach the job and its children once, from the terminal; Ctrl-Z stops the
+wrapper too (the shell gets its prompt back) and `fg` resumes both. Signals sent to us are
+forwarded: SIGINT to the job's group (what a terminal does), SIGTERM, SIGHUP, SIGQUIT,
+SIGUSR1/2 to the job itself (a DataLoader worker dies of a SIGUSR1 meant for the trainer's
+checkpoint handler). After SIGTERM or SIGHUP the job has `grace` seconds to exit before its
+group gets SIGKILL.
+
+When the job exits, whatever is still running in its group (a background child holding the
+terminal or the pipe) is listed, sent SIGTERM, and SIGKILL after `grace` seconds: the wrapper
+never waits for it, and says what it stopped. The exit status is the job's (128+N when a
+signal ended it); a command that cannot run gives 127 (not found) or 126 (found, cannot be
+executed), as in a POSIX shell.
 """
 
 from __future__ import annotations
@@ -16,21 +27,36 @@ import fcntl
 import os
 import pty
 import selectors
+import shutil
 import signal
 import subprocess
 import sys
 import termios
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Callable, Sequence
 
 from troubleshoot.errors import TroubleshootError
+from troubleshoot.run import procgroup
+from troubleshoot.run.procgroup import Leftover
 
-FORWARDED = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGINT)
+TO_JOB = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+TO_GROUP = (signal.SIGINT, signal.SIGTSTP)
+ESCALATE = (signal.SIGTERM, signal.SIGHUP)  # the wrapper itself is being stopped
+GRACE = 10.0  # seconds between SIGTERM and SIGKILL (Slurm's KillWait is 30)
+DRAIN_QUIET = 0.1  # output still held open by a process outside the job's group: read until quiet this long
 READ = 65536
 TRICKLE = 1024  # a read smaller than this means the job is writing in dribbles...
 TRICKLE_PAUSE = 0.001  # ...so wait this long (seconds) for more before the next read
+
+
+class ExecError(TroubleshootError):
+    """The command could not be started; `exit_code` is the shell's: 127 not found, 126 not executable."""
+
+    def __init__(self, message: str, exit_code: int):
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 @dataclass
@@ -40,6 +66,9 @@ class RunResult:
     seconds: float
     log_path: Path
     interrupted: bool
+    leftovers: list[Leftover] = field(default_factory=list)  # still in the job's group when it exited
+    killed: bool = False  # a leftover (or the job, after SIGTERM/SIGHUP) needed SIGKILL
+    holders: list[Leftover] = field(default_factory=list)  # outside the group, still holding the output
 
 
 def _winsize(fd: int) -> bytes | None:
@@ -49,16 +78,139 @@ def _winsize(fd: int) -> bytes | None:
         return None
 
 
+def std_fds() -> set[int]:
+    """Give a closed stdin/stdout/stderr (`>&-`) /dev/null, so that no pipe or log file we open
+    lands on fd 1 or 2; return the closed outputs, whose bytes then only go to the log."""
+    closed = set()
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDONLY if fd == 0 else os.O_WRONLY)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+            if fd:
+                closed.add(fd)
+    if sys.stdout is None or 1 in closed:
+        sys.stdout = open(os.devnull, "w")
+    if sys.stderr is None or 2 in closed:
+        sys.stderr = open(os.devnull, "w")
+    return closed
+
+
+def exec_error(argv0: str, exc: OSError) -> ExecError:
+    """What a POSIX shell says and returns for a command it cannot run."""
+    path = argv0 if "/" in argv0 else shutil.which(argv0)
+    if isinstance(exc, FileNotFoundError):
+        if path and os.path.lexists(path):
+            return ExecError(f"{argv0}: bad interpreter: the program on its #! line does not exist", 126)
+        return ExecError(f"{argv0}: {'no such file' if '/' in argv0 else 'command not found'}", 127)
+    if path and os.path.isdir(path):
+        return ExecError(f"{argv0}: is a directory", 126)
+    if isinstance(exc, PermissionError):
+        return ExecError(f"{argv0}: permission denied (not executable: chmod +x it, or run it with its "
+                         f"interpreter)", 126)
+    if exc.errno == errno.ENOEXEC:
+        # Decision (docs/plugins.md, `troubleshoot run`): no guessing with /bin/sh, unlike a shell.
+        return ExecError(f"{argv0}: not a valid executable (no #! line, and not a program for this machine); "
+                         f"add a #! line or run it as `sh {argv0}`", 126)
+    return ExecError(f"{argv0}: cannot execute: {exc.strerror or exc}", 126)
+
+
+def _set_foreground(fd: int, pgrp: int) -> None:
+    """Make `pgrp` the terminal's foreground group; we may be in the background meanwhile, where
+    tcsetpgrp would stop us with SIGTTOU."""
+    old = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+    try:
+        os.tcsetpgrp(fd, pgrp)
+    except OSError:
+        pass  # the group is gone, or the terminal is: nothing to hand over
+    finally:
+        signal.signal(signal.SIGTTOU, old)
+
+
+def _own_group_in_foreground(tty_fd: int) -> None:  # runs in the child, between fork and exec
+    os.setpgid(0, 0)
+    _set_foreground(tty_fd, os.getpgrp())
+
+
+def _in_foreground(fd: int) -> bool:
+    try:
+        return os.isatty(fd) and os.tcgetpgrp(fd) == os.getpgrp()
+    except OSError:
+        return False
+
+
+class _Pump:
+    """The job's output fds: bytes passed on to ours (unless closed) and to the log."""
+
+    def __init__(self, sources: dict[int, int | None], log: BinaryIO, on_output, wake: int):
+        self.sources, self.log, self.on_output, self.wake = dict(sources), log, on_output, wake
+        self.sel = selectors.DefaultSelector()
+        for fd in [*sources, wake]:
+            self.sel.register(fd, selectors.EVENT_READ)
+        self.open = set(sources)
+
+    def step(self, timeout: float | None) -> tuple[int, bool]:
+        """Read what is there (waiting up to `timeout`): (bytes read, whether SIGCHLD came)."""
+        got, woke = 0, False
+        for key, _ in self.sel.select(timeout):
+            fd = key.fd
+            if fd == self.wake:
+                woke = True
+                try:
+                    while os.read(fd, 512):
+                        pass
+                except BlockingIOError:
+                    pass
+                continue
+            try:
+                data = os.read(fd, READ)
+            except OSError as exc:
+                if exc.errno != errno.EIO:  # pty: every writer closed
+                    raise
+                data = b""
+            if not data:
+                self.sel.unregister(fd)
+                self.open.discard(fd)
+                continue
+            got += len(data)
+            target = self.sources[fd]
+            if target is not None and not _write_all(target, data):
+                for k, v in self.sources.items():  # that reader left: stop writing to it
+                    if v == target:
+                        self.sources[k] = None
+            self.log.write(data)
+            if self.on_output:
+                self.on_output(data)
+        return got, woke
+
+    def drain(self, quiet: float = DRAIN_QUIET, limit: float = GRACE) -> None:
+        """After the job and its group: read until every writer closed, or nothing came for
+        `quiet` seconds (someone outside the group holds the output and keeps quiet)."""
+        deadline = time.monotonic() + limit
+        while self.open and time.monotonic() < deadline:
+            got, _ = self.step(quiet)
+            if not got:
+                return
+
+    def close(self) -> None:
+        self.sel.close()
+
+
 def run(argv: Sequence[str], log: BinaryIO, log_path: Path, on_output: Callable[[bytes], None] | None = None,
-        on_start: Callable[[int], None] | None = None, use_pty: bool | None = None) -> RunResult:
-    """Run `argv`, pumping its output to ours and to `log`; return when it has exited."""
-    out_fd, err_fd = sys.stdout.fileno(), sys.stderr.fileno()
+        on_start: Callable[[int], None] | None = None, use_pty: bool | None = None, grace: float = GRACE,
+        closed: set[int] = frozenset()) -> RunResult:
+    """Run `argv`, pumping its output to ours and to `log`; return when it has exited and its
+    process group is empty. `closed`: our outputs that are closed (std_fds())."""
+    out_fd, err_fd = 1, 2
     if use_pty is None:
-        use_pty = os.isatty(out_fd)
-    ptys: dict[int, int] = {}  # our read end -> where its bytes go
-    child_fds = []
-    if use_pty:
-        for target in (out_fd, err_fd):
+        use_pty = 1 not in closed and os.isatty(out_fd)
+    reads: dict[int, int | None] = {}  # our read end -> where its bytes go (None: nowhere)
+    child_fds, names = [], set()
+    for target in (out_fd, err_fd):
+        if use_pty:
             master, slave = pty.openpty()
             # No output processing on the job's side: "\n" stays "\n" (our own terminal adds
             # the "\r"), so the bytes we pass on and log are exactly what the job wrote.
@@ -68,117 +220,161 @@ def run(argv: Sequence[str], log: BinaryIO, log_path: Path, on_output: Callable[
             size = _winsize(target) if os.isatty(target) else _winsize(out_fd)
             if size:
                 fcntl.ioctl(slave, termios.TIOCSWINSZ, size)
-            ptys[master] = target
-            child_fds.append(slave)
-        stdout_arg, stderr_arg = child_fds
-    else:
-        stdout_arg = stderr_arg = subprocess.PIPE
+            names.add(os.ttyname(slave))
+        else:
+            master, slave = os.pipe()
+            names.add(os.readlink(f"/proc/self/fd/{slave}"))
+        reads[master] = None if target in closed else target
+        child_fds.append(slave)
 
-    interrupted = False
-    stdin_tty = os.isatty(0)
+    interrupted = killed = False
+    kill_at: float | None = None
+    handover = _in_foreground(0)  # the job gets the terminal, as a shell's foreground job
+    wake_r, wake_w = os.pipe()
+    for fd in (wake_r, wake_w):
+        os.set_blocking(fd, False)
+    pid = 0
+
+    def wake(signum=None, frame=None):
+        # The main loop may be in select() with no timeout: PEP 475 would retry it unchanged
+        # after a handler, so every handler that changes what the loop waits for wakes it.
+        try:
+            os.write(wake_w, b"w")
+        except OSError:
+            pass
 
     def forward(signum, frame):
-        nonlocal interrupted
+        nonlocal interrupted, kill_at
         if signum == signal.SIGINT:
             interrupted = True
-            if stdin_tty:
-                return  # the terminal sent it to the job's process group (ours) already
+        if signum in ESCALATE and kill_at is None and not killed:
+            kill_at = time.monotonic() + grace
+            wake()  # its deadline must now bound the wait
         try:
-            proc.send_signal(signum)
-        except (ProcessLookupError, OSError):
+            if signum in TO_GROUP:
+                os.killpg(pid, signum)
+            else:
+                os.kill(pid, signum)
+        except OSError:
             pass
 
     def resize(signum, frame):
         size = _winsize(out_fd)
         if size:
-            for master in ptys:
+            for master in reads:
                 try:
                     fcntl.ioctl(master, termios.TIOCSWINSZ, size)
                 except OSError:
                     pass
 
     started = time.monotonic()
+    old_chld = signal.signal(signal.SIGCHLD, wake)
+    kw: dict = {"preexec_fn": lambda: _own_group_in_foreground(0)} if handover else {"process_group": 0}
     try:
-        proc = subprocess.Popen(list(argv), stdin=None, stdout=stdout_arg, stderr=stderr_arg, close_fds=True)
-    except FileNotFoundError:
-        raise TroubleshootError(f"{argv[0]}: command not found") from None
-    except PermissionError:
-        raise TroubleshootError(f"{argv[0]}: permission denied") from None
+        proc = subprocess.Popen(list(argv), stdin=None, stdout=child_fds[0], stderr=child_fds[1], close_fds=True, **kw)
+    except (OSError, subprocess.SubprocessError) as exc:
+        signal.signal(signal.SIGCHLD, old_chld)
+        for fd in (*reads, wake_r, wake_w):
+            os.close(fd)
+        if not isinstance(exc, OSError):  # preexec_fn failed: nothing a shell would say
+            raise TroubleshootError(f"{argv[0]}: cannot start it: {exc}") from None
+        raise exec_error(argv[0], exc) from None
     finally:
         for fd in child_fds:
             os.close(fd)
+    pid = proc.pid
+    if handover:
+        _set_foreground(0, pid)  # also here: whichever of parent and child comes first
     if on_start:
-        on_start(proc.pid)
-    old = {s: signal.signal(s, forward) for s in FORWARDED}
+        on_start(pid)
+    old = {s: signal.signal(s, forward) for s in (*TO_JOB, *TO_GROUP)}
     old_winch = signal.signal(signal.SIGWINCH, resize) if use_pty else None
+    pump = _Pump(reads, log, on_output, wake_r)
+    result = None
     try:
-        if use_pty:
-            sources = {m: t for m, t in ptys.items()}
-        else:
-            sources = {proc.stdout.fileno(): out_fd, proc.stderr.fileno(): err_fd}
-        _pump(sources, log, on_output)
-        while True:
-            try:
-                rc = proc.wait()
-                break
-            except InterruptedError:  # pragma: no cover - PEP 475 retries for us
-                continue
+        status = None
+        check = True
+        while status is None:
+            if check:
+                status = _reap(pid, handover)
+                if status is not None:
+                    break
+            timeout = None if kill_at is None else max(0.0, kill_at - time.monotonic())
+            got, check = pump.step(timeout)
+            if kill_at is not None and time.monotonic() >= kill_at:
+                _kill_group(pid)  # the job outlived the grace period it got after SIGTERM/SIGHUP
+                kill_at, killed, check = None, True, True
+            if 0 < got < TRICKLE:
+                # A job writing line by line (unbuffered, or on a terminal) would wake us once per
+                # line: a millisecond's pause lets its lines gather, so a million of them cost a few
+                # thousand wake-ups. A job writing faster fills the buffer and is read at once.
+                time.sleep(TRICKLE_PAUSE)
+        proc.returncode = status
+        if handover:
+            _set_foreground(0, os.getpgrp())
+        leftovers = procgroup.members(pid)
+        if leftovers:
+            killed = procgroup.stop_group(pid, grace, on_wait=lambda t: pump.step(t)) or killed
+        pump.drain()
+        holders = procgroup.holders(names) if pump.open else []
+        sig = -status if status < 0 else None
+        result = RunResult(returncode=128 + sig if sig else status, signal=sig, seconds=time.monotonic() - started,
+                           log_path=log_path, interrupted=interrupted or sig == signal.SIGINT,
+                           leftovers=leftovers, killed=killed, holders=holders)
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+        signal.signal(signal.SIGCHLD, old_chld)
         if old_winch is not None:
             signal.signal(signal.SIGWINCH, old_winch)
-        for m in ptys:
+        pump.close()
+        for fd in (*reads, wake_r, wake_w):
             try:
-                os.close(m)
+                os.close(fd)
             except OSError:
                 pass
         log.flush()
-    sig = -rc if rc < 0 else None
-    return RunResult(returncode=128 + sig if sig else rc, signal=sig, seconds=time.monotonic() - started,
-                     log_path=log_path, interrupted=interrupted)
+    return result
 
 
-def _pump(sources: dict[int, int], log: BinaryIO, on_output) -> None:
-    sel = selectors.DefaultSelector()
-    for fd in sources:
-        sel.register(fd, selectors.EVENT_READ)
-    open_fds = set(sources)
-    while open_fds:
-        try:
-            events = sel.select()
-        except InterruptedError:  # pragma: no cover
-            continue
-        got = 0
-        for key, _ in events:
-            fd = key.fd
-            try:
-                data = os.read(fd, READ)
-            except OSError as exc:
-                if exc.errno == errno.EIO:  # pty: every writer closed
-                    data = b""
-                elif exc.errno == errno.EINTR:  # pragma: no cover
-                    continue
-                else:
-                    raise
-            if not data:
-                sel.unregister(fd)
-                open_fds.discard(fd)
-                continue
-            got += len(data)
-            _write_all(sources[fd], data)
-            log.write(data)
-            if on_output:
-                on_output(data)
-        if 0 < got < TRICKLE:
-            # A job writing line by line (unbuffered, or on a terminal) would wake us once per
-            # line: a millisecond's pause lets its lines gather, so a million of them cost a few
-            # thousand wake-ups. A job writing faster fills the buffer and is read at once.
-            time.sleep(TRICKLE_PAUSE)
-    sel.close()
+def _reap(pid: int, handover: bool) -> int | None:
+    """The job's status (-N: signal N) once it has exited; a stopped job stops us too."""
+    try:
+        got, status = os.waitpid(pid, os.WNOHANG | os.WUNTRACED)
+    except ChildProcessError:  # pragma: no cover - reaped elsewhere
+        return 0
+    if got == 0:
+        return None
+    if os.WIFSTOPPED(status):
+        _suspend(pid, handover)
+        return None
+    return os.waitstatus_to_exitcode(status)
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _suspend(pid: int, handover: bool) -> None:
+    """The job was stopped (Ctrl-Z): stop ourselves as well, so that the shell shows the job as
+    stopped and gives its prompt back; on `fg`/`bg`, continue the job with us."""
+    if handover:
+        _set_foreground(0, os.getpgrp())
+    os.kill(os.getpid(), signal.SIGSTOP)
+    if handover and _in_foreground(0):
+        _set_foreground(0, pid)
+    try:
+        os.killpg(pid, signal.SIGCONT)
+    except OSError:
+        pass
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def _write_all(fd: int, data: bytes) -> bool:
+    """False when the reader is gone (`| head`, a closed terminal): the job keeps running and
+    the log keeps everything."""
     view = memoryview(data)
     while view:
         try:
@@ -186,9 +382,10 @@ def _write_all(fd: int, data: bytes) -> None:
         except BlockingIOError:  # pragma: no cover
             time.sleep(0.001)
             continue
-        except BrokenPipeError:
-            return  # our reader left (`| head`); the job keeps running and the log keeps everything
+        except OSError:  # EPIPE, EBADF, EIO
+            return False
         view = view[n:]
+    return True
 
 
 def default_log_path(argv: Sequence[str], folder: Path | None = None) -> Path:

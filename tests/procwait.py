@@ -1,0 +1,52 @@
+"""Waiting on a child's output as it arrives, never with sleep: a pipe (`Output`) or the master
+side of a pseudo-terminal (`read_pty`)."""
+
+from __future__ import annotations
+
+import os
+import select
+import time
+
+
+class Output:
+    """A child's pipe read as it arrives: wait for a line without sleeping or blocking forever."""
+
+    def __init__(self, stream):
+        self.fd, self.buf, self.pos = stream.fileno(), b"", 0
+
+    def wait_for(self, want: bytes, timeout: float = 120) -> bytes:
+        """Return the complete lines after the last match, up to the first line containing `want`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            at = self.buf.find(want, self.pos)
+            end = self.buf.find(b"\n", at) if at >= 0 else -1
+            if end >= 0:
+                got, self.pos = self.buf[self.pos:end + 1], end + 1
+                return got
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.fd], [], [], left)[0]:
+                raise AssertionError(f"no {want!r} within {timeout}s; got {self.buf[-2000:]!r}")
+            chunk = os.read(self.fd, 65536)
+            if not chunk:
+                raise AssertionError(f"output ended before {want!r}; got {self.buf[-2000:]!r}")
+            self.buf += chunk
+
+
+def read_pty(fd: int, until: bytes | None = None, timeout: float = 120) -> bytes:
+    """Read a pty master until `until` is seen, or (None) until the other side has closed."""
+    out = b""
+    deadline = time.monotonic() + timeout
+    while until is None or until not in out:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            raise AssertionError(f"timed out reading the terminal; got {out[-2000:]!r}")
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:  # EIO: every process on the terminal has exited
+            chunk = b""
+        if not chunk:
+            if until is None:
+                return out
+            raise AssertionError(f"terminal closed before {until!r}; got {out[-2000:]!r}")
+        out += chunk
+    return out
