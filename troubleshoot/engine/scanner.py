@@ -425,13 +425,12 @@ def make_candidates(patterns: Sequence[ScanPattern], backend: str | None = None,
         single = frozenset(i for i, p in enumerate(patterns) if p.role != "log")
         found = hsdb.database(sources, compile_if_missing=want, single=single)
         if found is not None:
-            db, rejected = found
             rest = None
-            if rejected:
+            if found.rejected:
                 # Patterns hyperscan cannot take (an empty match, a construct it lacks) are
                 # found by the next engine and merged in.
-                rest = _SubsetCandidates(patterns, sorted(rejected))
-            return _HyperscanCandidates(patterns, db, rest, single)
+                rest = _SubsetCandidates(patterns, sorted(found.rejected))
+            return _HyperscanCandidates(patterns, found, rest, single, sources)
     if _re2 is None:
         return _LiteralCandidates(patterns)
     try:
@@ -443,21 +442,25 @@ def make_candidates(patterns: Sequence[ScanPattern], backend: str | None = None,
 
 class _HyperscanCandidates(_Candidates):
     """All patterns in one hyperscan database, scanned over the raw chunk in block mode. Each
-    match reports its pattern and end offset; the line around the end is the candidate and
-    the reporting patterns are the only ones verified on it.
+    match reports its expression and end offset; the line around the end is the candidate and
+    the patterns behind the reporting expressions are the only ones verified on it.
 
     Context patterns (only needed once) report at most once per chunk; when that report is
-    not confirmed, the rest of the chunk is searched for them by the next engine."""
+    not confirmed, the rest of the chunk is scanned by a second database of the context
+    patterns alone that reports every match (rare: prefilter forms are nearly exact)."""
 
     name = "hyperscan"
     zero_copy = True  # scans the first `end` bytes of the reused read buffer in place
 
-    def __init__(self, patterns, db, rest: "_SubsetCandidates | None", single: frozenset[int]):
-        self.db = db
+    def __init__(self, patterns, found, rest: "_SubsetCandidates | None", single: frozenset[int],
+                 sources: list[str]):
+        self.db = found.db
+        self.shared = found.shared
         self.rest = rest
         self.single = single
+        self.sources = sources
         self.retired: set[int] = set()
-        self._fallbacks: dict[tuple[int, ...], _SubsetCandidates] = {}
+        self._context = None  # (database, subset index -> pattern index), built when first needed
         super().__init__(patterns)
 
     def _build(self) -> None:
@@ -470,73 +473,108 @@ class _HyperscanCandidates(_Candidates):
             self.rest.retire(index)
         super().retire(index)
 
-    def _reports(self, buf: bytes) -> list[int]:
-        """Match reports in `buf`, each encoded as end * n + pattern index (one int: cheap to
-        collect and to sort)."""
-        n = len(self.patterns)
+    @staticmethod
+    def _scan(db, buf) -> list[int]:
+        """Match reports in `buf`, each encoded as end << 20 | expression id (one int: cheap
+        to collect and to sort; ids stay below 2**20)."""
         out: list[int] = []
         add = out.append
 
         def on_match(index, _from, to, _flags, _context):
-            add(to * n + index)
+            add(to << 20 | index)
 
-        self.db.scan(buf, match_event_handler=on_match)
-        if self.rest is not None:
-            rest = buf if isinstance(buf, bytes) else bytes(buf)
-            for start, _end, idxs in self.rest.spans(rest, len(rest)):
-                out.extend((start + 1) * n + i for i in idxs)  # an "end" inside that line
+        db.scan(buf, match_event_handler=on_match)
         return out
 
     def spans(self, chunk, end: int):
-        n = len(self.patterns)
-        reports = self._reports(chunk if end == len(chunk) else memoryview(chunk)[:end])
+        view = chunk if end == len(chunk) else memoryview(chunk)[:end]
+        reports = self._scan(self.db, view)
+        if self.rest is not None:
+            rest = bytes(view)
+            for start, _end, idxs in self.rest.spans(rest, len(rest)):
+                reports.extend((start + 1) << 20 | i for i in idxs)  # an "end" inside that line
         if not reports:
             return
         reports.sort()
-        yield from self._lines(chunk, reports, end)
+        shared = self.shared
+        yield from self._lines(chunk, reports, end, shared)
         # A context pattern reported once and not confirmed may still match further on.
         single, retired = self.single, self.retired
         pending: dict[int, int] = {}
         for r in reports:
-            i = r % n
-            if i in single and i not in retired and i not in pending:
-                pending[i] = r // n
+            e = r & 0xFFFFF
+            if e in single:
+                for i in shared.get(e, (e,)):
+                    if i not in retired and i not in pending:
+                        pending[i] = r >> 20
         if pending:
-            keys = tuple(sorted(pending))
-            finder = self._fallbacks.get(keys)
-            if finder is None:
-                finder = self._fallbacks[keys] = _SubsetCandidates(self.patterns, list(keys))
-            frm = chunk.find(b"\n", max(min(pending.values()) - 1, 0), end) + 1
-            if frm > 0:
-                rest = bytes(memoryview(chunk)[frm:end])
-                for lo, hi, idxs in finder.spans(rest, len(rest)):
-                    live = [i for i in idxs if i not in retired and frm + lo >= pending[i]]
-                    if live:
-                        yield frm + lo, frm + hi, live
+            yield from self._context_lines(chunk, end, pending)
 
-    def _lines(self, chunk, reports: list[int], stop: int):
-        n = len(self.patterns)
+    def _context_lines(self, chunk, end: int, pending: dict[int, int]):
+        if self._context is None:
+            from troubleshoot.engine import hsdb
+
+            order = sorted(self.single)
+            found = hsdb.database([self.sources[i] for i in order])
+            if found is None:
+                self._context = (None, order, {})
+            else:
+                shared = {order[k]: tuple(order[j] for j in v) for k, v in found.shared.items()}
+                self._context = (found.db, order, shared)
+        db, order, shared = self._context
+        if db is None:
+            return
+        frm = chunk.find(b"\n", max(min(pending.values()) - 1, 0), end) + 1
+        if frm <= 0:
+            return
+        reports = [(r >> 20) + frm << 20 | order[r & 0xFFFFF]
+                   for r in self._scan(db, memoryview(chunk)[frm:end])]
+        reports.sort()
         retired = self.retired
+        for lo, hi, idxs in self._lines(chunk, reports, end, shared):
+            live = [i for i in idxs if i in pending and i not in retired and lo >= pending[i]]
+            if live:
+                yield lo, hi, live
+
+    def _lines(self, chunk, reports: list[int], stop: int, shared: dict[int, tuple[int, ...]]):
+        retired = self.retired
+        rfind, find = chunk.rfind, chunk.find
         start = end = -1
-        idxs: set[int] = set()
+        exprs: set[int] = set()
         for r in reports:
-            to, index = divmod(r, n)
+            to = r >> 20
             pos = to - 1 if to > 0 else 0
             if pos > end:
-                # Checked at yield time: verifying the previous line may have retired some.
-                live = [i for i in sorted(idxs) if i not in retired]
-                if live:
-                    yield start, end, live
-                start = chunk.rfind(b"\n", 0, pos) + 1
-                end = chunk.find(b"\n", pos, stop)
+                if exprs:
+                    # Checked at yield time: verifying the previous line may have retired some.
+                    live = _live(exprs, shared, retired)
+                    if live:
+                        yield start, end, live
+                start = rfind(b"\n", 0, pos) + 1
+                end = find(b"\n", pos, stop)
                 if end < 0:
                     end = stop
-                idxs = {index}
+                exprs = {r & 0xFFFFF}
             else:
-                idxs.add(index)
-        live = [i for i in sorted(idxs) if i not in retired]
-        if live:
-            yield start, end, live
+                exprs.add(r & 0xFFFFF)
+        if exprs:
+            live = _live(exprs, shared, retired)
+            if live:
+                yield start, end, live
+
+
+def _live(exprs: set[int], shared: dict[int, tuple[int, ...]], retired: set[int]) -> list[int]:
+    out = []
+    for e in exprs:
+        members = shared.get(e)
+        if members is None:
+            if e not in retired:
+                out.append(e)
+        else:
+            out += [i for i in members if i not in retired]
+    if len(out) > 1:
+        out.sort()
+    return out
 
 
 class _SubsetCandidates:
