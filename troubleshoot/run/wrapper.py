@@ -29,7 +29,10 @@ from troubleshoot.errors import TroubleshootError
 
 FORWARDED = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGINT)
 READ = 65536
-TRICKLE = 1024  # a read smaller than this means the job is writing in dribbles...
+# A read of less than half the buffer means the job writes faster than nothing but slower than
+# we read: a chatty job's lines arrive a few at a time, each wake-up costing a select, a read
+# and two writes. (At 1 KiB, a job printing short lines unbuffered still woke us every 40 lines.)
+TRICKLE = READ // 2  # a read smaller than this means the job is writing in dribbles...
 TRICKLE_PAUSE = 0.001  # ...so wait this long (seconds) for more before the next read
 
 
