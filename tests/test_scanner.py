@@ -241,3 +241,34 @@ def test_a_capped_pattern_that_hyperscan_rejects_stays_retired(backend, monkeypa
     r = scan_stream(io.BytesIO(data.encode()), [every, OOM], backend, chunk_size=64)
     assert r.get("every", "log").count == 5 and r.get("every", "log").capped
     assert hits(r, "oom") == [(301, "CUDA out of memory. Tried to allocate 1.00 GiB")]
+
+
+@pytest.mark.parametrize("chunk", [97, 1 << 20])
+def test_engines_agree_when_colour_codes_split_matches(chunk):
+    """hyperscan reads raw chunks and rescans only the coloured lines, stripped: a match that
+    exists only once the escapes are gone (log and context patterns alike, a context pattern
+    first seen on a coloured line that does not confirm it) is found as by the engines that
+    strip whole chunks."""
+    if len(BACKENDS) < 2:
+        pytest.skip("neither re2 nor hyperscan installed")
+    import random
+
+    ctx = ScanPattern("r", "with_log:0", r"^\s*NCCL version (?P<v>[\d.]+)$")
+    pats = [OOM, TB, ctx, ScanPattern("w", "log", r"Watchdog caught collective operation timeout")]
+    rnd = random.Random(11)
+    pieces = ["step {} ok", "\x1b[32mRuntimeError: CUDA \x1b[1mout of memory\x1b[0m. Tried to allocate {}.0 MiB",
+              "x NCCL version 2.{}.3", "\x1b[2K\rNCCL \x1b[33mversion\x1b[0m 2.{}.1", "\x1b[1mWatchdog caught\x1b[0m collective operation timeout",
+              "\x1b[31mTraceback (most recent call last)\x1b[0m", "plain \x1b[0m{}", "Watchdog caught collective op"]
+    text = "\n".join(rnd.choice(pieces).format(i) for i in range(3000))
+
+    def summary(result):
+        # A context pattern counts as seen: engines may stop looking at different points after
+        # the first hit, so only that one is compared.
+        return {k: ((v.count, tuple((h.line, h.text) for h in v.lines), tuple(sorted(v.captures.items())))
+                    if k[1] == "log" else (v.first[0].line, v.first[0].text))
+                for k, v in result.hits.items()}
+
+    results = {b: summary(scan_stream(io.BytesIO(text.encode()), pats, b, chunk_size=chunk)) for b in BACKENDS}
+    assert results["re"].get(("r", "with_log:0")) and results["re"].get(("oom", "log"))
+    for b, got in results.items():
+        assert got == results["re"], b

@@ -233,6 +233,7 @@ class _Candidates:
 
     name = "abstract"
     zero_copy = False  # True: spans() takes the read buffer and an end, without a copy
+    raw_ansi = False  # True: spans() takes the chunk with its escape sequences still in
 
     def __init__(self, patterns: Sequence[ScanPattern]):
         self.patterns = patterns
@@ -486,9 +487,17 @@ class _HyperscanCandidates(_Candidates):
         db.scan(buf, match_event_handler=on_match)
         return out
 
+    @property
+    def raw_ansi(self) -> bool:
+        return self.rest is None  # the next engine reads whole chunks, escapes stripped
+
     def spans(self, chunk, end: int):
         view = chunk if end == len(chunk) else memoryview(chunk)[:end]
         reports = self._scan(self.db, view)
+        escaped = None
+        if self.raw_ansi and chunk.find(b"\x1b", 0, end) >= 0:
+            escaped = _Escaped(chunk, end)
+            reports += escaped.reports(self._scan(self.db, escaped.text))
         if self.rest is not None:
             rest = bytes(view)
             for start, _end, idxs in self.rest.spans(rest, len(rest)):
@@ -508,9 +517,9 @@ class _HyperscanCandidates(_Candidates):
                     if i not in retired and i not in pending:
                         pending[i] = r >> 20
         if pending:
-            yield from self._context_lines(chunk, end, pending)
+            yield from self._context_lines(chunk, end, pending, escaped)
 
-    def _context_lines(self, chunk, end: int, pending: dict[int, int]):
+    def _context_lines(self, chunk, end: int, pending: dict[int, int], escaped: "_Escaped | None"):
         if self._context is None:
             from troubleshoot.engine import hsdb
 
@@ -529,6 +538,8 @@ class _HyperscanCandidates(_Candidates):
             return
         reports = [(r >> 20) + frm << 20 | order[r & 0xFFFFF]
                    for r in self._scan(db, memoryview(chunk)[frm:end])]
+        if escaped is not None:
+            reports += [(r >> 20) << 20 | order[r & 0xFFFFF] for r in escaped.reports(self._scan(db, escaped.text))]
         reports.sort()
         retired = self.retired
         for lo, hi, idxs in self._lines(chunk, reports, end, shared):
@@ -561,6 +572,45 @@ class _HyperscanCandidates(_Candidates):
             live = _live(exprs, shared, retired)
             if live:
                 yield start, end, live
+
+
+class _Escaped:
+    """The lines of a chunk that hold escape sequences, stripped of them and joined, for a
+    second scan: stripping the whole chunk cost as much again as scanning it, and only these
+    lines can match differently once stripped (the verifier reads every line stripped)."""
+
+    def __init__(self, chunk, end: int):
+        starts: list[int] = []
+        pieces = []
+        find, rfind = chunk.find, chunk.rfind
+        pos = find(b"\x1b", 0, end)
+        while pos >= 0:
+            start = rfind(b"\n", 0, pos) + 1
+            stop = find(b"\n", pos, end)
+            if stop < 0:
+                stop = end
+            starts.append(start)
+            pieces.append(chunk[start:stop])
+            pos = find(b"\x1b", stop, end)
+        self.starts = starts  # where each line starts in the chunk
+        self.text = ANSI_BYTES.sub(b"", b"\n".join(pieces))
+        offsets, at = [], 0
+        for piece in self.text.split(b"\n"):
+            offsets.append(at)
+            at += len(piece) + 1
+        self.offsets = offsets  # where each stripped line starts in `text`
+
+    def reports(self, found: list[int]) -> list[int]:
+        """Reports in `text` as reports on the chunk's lines (an end just inside the line)."""
+        from bisect import bisect_right
+
+        offsets, starts = self.offsets, self.starts
+        out = []
+        for r in found:
+            to = r >> 20
+            k = bisect_right(offsets, to - 1 if to > 0 else 0) - 1
+            out.append((starts[k] + 1) << 20 | (r & 0xFFFFF))
+        return out
 
 
 def _live(exprs: set[int], shared: dict[int, tuple[int, ...]], retired: set[int]) -> list[int]:
@@ -769,7 +819,9 @@ def _scan_chunk(buf: bytearray, end: int, line_base: int, finder: _Candidates,
                 patterns: Sequence[ScanPattern], hits: dict) -> int:
     """Check the candidate lines of buf[:end] (whole lines); return the line number after
     them. Newlines are counted once: up to each candidate, then the rest."""
-    if buf.find(b"\x1b", 0, end) >= 0:
+    if finder.raw_ansi:
+        chunk = buf  # the finder strips escapes from the lines that have them itself
+    elif buf.find(b"\x1b", 0, end) >= 0:
         # Never removes a newline, so line numbers hold.
         with memoryview(buf) as view:
             chunk = ANSI_BYTES.sub(b"", view[:end])
