@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Speed benchmark: troubleshoot against references measured in the same run.
 
-    python benchmarks/scan_bench.py                    # everything (about 10 minutes on 2 cores)
+    python benchmarks/scan_bench.py                    # the full table (5-10 minutes on 2 cores)
     python benchmarks/scan_bench.py --quick            # cold start, probe, run wrapper only
     python benchmarks/scan_bench.py --size-mb 100 --rss-sizes 20 --engines hyperscan,re2
 
@@ -14,7 +14,8 @@ NCCL "via SHM" channel lines, as mixed-precision multi-GPU runs print them). The
   - scan: `LC_ALL=C grep -E -c -f` over the shipped rules' exported patterns, and
     `troubleshoot diagnose --no-probe --format json` with each scan engine forced in turn
     ($TROUBLESHOOT_SCAN_ENGINE = hyperscan, re2, re); CPU seconds (user+sys) and wall time,
-    medians of --runs; throughput ratios against grep; matching lines found by each;
+    medians of --runs; throughput ratios against grep; matching lines found by each (the
+    pure-Python `re` engine on --re-size-mb logs, with grep measured again on those);
   - peak RSS of `diagnose` at --rss-sizes (default 20, 200 and 1024 MB);
   - cold start of `diagnose --no-probe` on a 10 KB log next to `python -c pass`;
   - `troubleshoot probe` wall time (and whether torch is installed);
@@ -297,6 +298,8 @@ def rss_table(sizes: list[int]) -> list[str]:
         measure(diagnose_cmd(log))
         r = measure(diagnose_cmd(log))
         rows.append(f"| {size} MB | {r.rss_kib / 1024:.0f} MB | {r.cpu:.2f} |")
+        if size >= 1024:
+            log.unlink()  # a GiB of disk is not left behind
     return rows
 
 
@@ -362,6 +365,8 @@ def main() -> int:
     ap.add_argument("--size-mb", type=int, default=200, help="size of the quiet and dense logs scanned (MB)")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--engines", default=",".join(ENGINES), help="scan engines to compare (default: all three)")
+    ap.add_argument("--re-size-mb", type=int, default=10,
+                    help="log size for the pure-Python `re` engine, which runs at a few MB/s (default 10)")
     ap.add_argument("--rss-sizes", default="20,200,1024", help="log sizes (MB) for peak RSS; empty: skip")
     ap.add_argument("--log", type=Path, help="also scan this log (as 'given')")
     ap.add_argument("--quick", action="store_true", help="skip the scans and RSS (start-up, probe, wrapper only)")
@@ -374,13 +379,20 @@ def main() -> int:
         if args.log:
             logs["given"] = args.log
         engines = [e for e in args.engines.split(",") if e]
-        print("\n".join(["", "Scan (200 MB logs unless --size-mb):", ""] + scan_table(logs, engines, args.runs, tmp)))
+        fast = [e for e in engines if e != "re"]
+        if fast:
+            print("\n".join(["", f"Scan ({args.size_mb} MB logs):", ""] + scan_table(logs, fast, args.runs, tmp)),
+                  flush=True)
+        if "re" in engines:
+            small = {"quiet": data_log("quiet", args.re_size_mb), "dense": data_log("dense", args.re_size_mb)}
+            print("\n".join(["", f"Scan with the pure-Python engine ({args.re_size_mb} MB logs, same grep reference):", ""]
+                             + scan_table(small, ["re"], args.runs, tmp)), flush=True)
         sizes = [int(s) for s in args.rss_sizes.split(",") if s]
         if sizes:
-            print("\n".join(["", "Memory:", ""] + rss_table(sizes)))
+            print("\n".join(["", "Memory:", ""] + rss_table(sizes)), flush=True)
     print()
-    print(cold_start(tmp))
-    print(probe_time())
+    print(cold_start(tmp), flush=True)
+    print(probe_time(), flush=True)
     print("\n".join(wrapper_figures(tmp)))
     return 0
 

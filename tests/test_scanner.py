@@ -165,21 +165,27 @@ def test_a_cache_file_others_can_write_is_not_loaded(tmp_path, monkeypatch):
 def test_prefilter_forms_only_widen():
     from troubleshoot.engine.hsdb import prefilter_source
 
-    assert prefilter_source(r"^Traceback \(most") == r"Traceback \(most"
-    assert prefilter_source(r"[$^x]a\$$") == r"[$^x]a\$"
+    # Anchors also hold at a \r (a progress bar's segment starts there); the database reads
+    # them per line, so an anchored pattern is only tried at line and segment starts.
+    assert prefilter_source(r"^Traceback \(most") == r"(?:^|\r)Traceback \(most"
+    assert prefilter_source(r"[$^x]a\$$") == r"[$^x]a\$(?:$|\r)"
+    assert prefilter_source(r"\AFoo\Z") == r"(?:^|\r)Foo(?:$|\r)"
     assert prefilter_source(r"couldn.t") == r"couldn.{1,4}t"
     assert prefilter_source(r"[a-z]+\d") == r"[a-z]\d"
-    # Edges trimmed to what every match contains: fewer, earlier match ends to report.
-    assert prefilter_source(r"(?i)(?:max )?allocated:\s*(?P<used>\d+(?:\.\d+)?)\s*(?:GiB)?$") == \
+    # Edges trimmed to what every match contains (up to an anchor): fewer match ends to report.
+    assert prefilter_source(r"(?i)(?:max )?allocated:\s*(?P<used>\d+(?:\.\d+)?)\s*(?:GiB)?") == \
         r"(?i)allocated:\s*\d"
+    assert prefilter_source(r"(?i)(?:max )?allocated:\s*(?P<used>\d+)\s*(?:GiB)?$") == \
+        r"(?i)allocated:\s*(?P<used>\d+)\s*(?:GiB)?(?:$|\r)"
+    assert prefilter_source(r"^\s*(?P<k>\d+)\s+x") == r"(?:^|\r)\s*(?P<k>\d+)\s+x"
     assert prefilter_source(r"\bloss (?P<v>nan|inf)\b") == r"loss (?P<v>nan|inf)"
     assert prefilter_source(r"a|b") == r"a|b" and prefilter_source(r"x?") == r"x?"
     assert prefilter_source(r"(?:ab)+c") == r"abc" and prefilter_source(r"a{2,5}b{3}") == r"a{2}b{3}"
     assert prefilter_source(r"(a)x\1") == r"(a)x\1"  # a back-reference keeps its group
-    # Across a wide gap only the part with the longest literal is looked for.
-    assert prefilter_source(r"(?i:nccl).*unhandled system error") == r"unhandled system error"
-    assert prefilter_source(r"(?i)cuda\S* .*misaligned address") == r"(?i)misaligned address"
-    assert prefilter_source(r"Channel \d+ : \d+ via SHM/") == r"Channel \d+ : \d+ via SHM/"  # narrow gaps stay
+    # A wide gap stays: hyperscan picks its own literal, and a part alone would match far more
+    # lines than the pattern (each a line to verify).
+    assert prefilter_source(r"(?i:nccl).*unhandled system error") == r"(?i:nccl).*unhandled system error"
+    assert prefilter_source(r"Channel \d+ : \d+ via SHM/") == r"Channel \d+ : \d+ via SHM/"
 
 
 @pytest.mark.parametrize("pattern,text", [
@@ -235,3 +241,34 @@ def test_a_capped_pattern_that_hyperscan_rejects_stays_retired(backend, monkeypa
     r = scan_stream(io.BytesIO(data.encode()), [every, OOM], backend, chunk_size=64)
     assert r.get("every", "log").count == 5 and r.get("every", "log").capped
     assert hits(r, "oom") == [(301, "CUDA out of memory. Tried to allocate 1.00 GiB")]
+
+
+@pytest.mark.parametrize("chunk", [97, 1 << 20])
+def test_engines_agree_when_colour_codes_split_matches(chunk):
+    """hyperscan reads raw chunks and rescans only the coloured lines, stripped: a match that
+    exists only once the escapes are gone (log and context patterns alike, a context pattern
+    first seen on a coloured line that does not confirm it) is found as by the engines that
+    strip whole chunks."""
+    if len(BACKENDS) < 2:
+        pytest.skip("neither re2 nor hyperscan installed")
+    import random
+
+    ctx = ScanPattern("r", "with_log:0", r"^\s*NCCL version (?P<v>[\d.]+)$")
+    pats = [OOM, TB, ctx, ScanPattern("w", "log", r"Watchdog caught collective operation timeout")]
+    rnd = random.Random(11)
+    pieces = ["step {} ok", "\x1b[32mRuntimeError: CUDA \x1b[1mout of memory\x1b[0m. Tried to allocate {}.0 MiB",
+              "x NCCL version 2.{}.3", "\x1b[2K\rNCCL \x1b[33mversion\x1b[0m 2.{}.1", "\x1b[1mWatchdog caught\x1b[0m collective operation timeout",
+              "\x1b[31mTraceback (most recent call last)\x1b[0m", "plain \x1b[0m{}", "Watchdog caught collective op"]
+    text = "\n".join(rnd.choice(pieces).format(i) for i in range(3000))
+
+    def summary(result):
+        # A context pattern counts as seen: engines may stop looking at different points after
+        # the first hit, so only that one is compared.
+        return {k: ((v.count, tuple((h.line, h.text) for h in v.lines), tuple(sorted(v.captures.items())))
+                    if k[1] == "log" else (v.first[0].line, v.first[0].text))
+                for k, v in result.hits.items()}
+
+    results = {b: summary(scan_stream(io.BytesIO(text.encode()), pats, b, chunk_size=chunk)) for b in BACKENDS}
+    assert results["re"].get(("r", "with_log:0")) and results["re"].get(("oom", "log"))
+    for b, got in results.items():
+        assert got == results["re"], b

@@ -66,12 +66,36 @@ class Peeked:
 
     def __init__(self, head: bytes, rest: BinaryIO):
         self.head, self.rest = head, rest
+        self.at = 0  # bytes of head already given out
 
     def read(self, n: int = -1) -> bytes:
-        if self.head:
-            out, self.head = (self.head, b"") if n < 0 or n >= len(self.head) else (self.head[:n], self.head[n:])
+        left = len(self.head) - self.at
+        if left > 0:
+            take = left if n < 0 or n >= left else n
+            out = self.head[self.at : self.at + take] if take < len(self.head) else self.head
+            self.at += take
+            if self.at == len(self.head):
+                self.head, self.at = b"", 0
+            if n < 0:
+                out += self.rest.read()
             return out
         return self.rest.read(n)
+
+    def readinto(self, buf) -> int:
+        left = len(self.head) - self.at
+        if left > 0:
+            take = min(left, len(buf))
+            buf[:take] = memoryview(self.head)[self.at : self.at + take]
+            self.at += take
+            if self.at == len(self.head):
+                self.head, self.at = b"", 0  # let go of the read-ahead
+            return take
+        readinto = getattr(self.rest, "readinto", None)
+        if readinto is None:
+            data = self.rest.read(len(buf))
+            buf[: len(data)] = data
+            return len(data)
+        return readinto(buf) or 0
 
 
 def open_binary(path: str | None, name: str) -> BinaryIO:

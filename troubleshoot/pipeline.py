@@ -190,14 +190,17 @@ def _read(src: LogSource, order: int, ruleset: RuleSet, patterns, tmp: str, canc
     else:
         stream = logfiles.open_binary(src.path, src.name)
     try:
-        head = stream.read(logfiles.PEEK)
-        peeked = logfiles.Peeked(head, stream)
+        # Read ahead as far as pasted dumps are looked for: the scanner then reads the same
+        # bytes from memory, and the rest straight into its own buffer (readinto, no copies).
+        ahead = stream.read(max(logfiles.PEEK, paste.HEAD_BYTES))
+        head = ahead[: logfiles.PEEK]
+        peeked = logfiles.Peeked(ahead, stream)
         if not logfiles.is_labelled(head):
             if src.node is None and src.path:
                 src = replace(src, node=logfiles.node_in(head))
-            recorder = paste.Head(peeked)
-            scan = _scan(recorder, patterns, src.name, cancel, progress)
-            return [_Unit(src, scan, order, pasted=paste.read(recorder.text()))]
+            pasted = paste.read(ahead[: paste.HEAD_BYTES].decode("utf-8", "replace"))
+            del ahead  # the scan's read-ahead lets go of it once read (peak memory)
+            return [_Unit(src, _scan(peeked, patterns, src.name, cancel, progress), order, pasted=pasted)]
         folder = tempfile.mkdtemp(dir=tmp)
         out = []
         for spool in logfiles.split(peeked, folder):

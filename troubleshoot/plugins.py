@@ -136,7 +136,12 @@ def _entry_points() -> list[tuple[str, str]]:
             stamp.append([entry, os.stat(entry or ".").st_mtime_ns])
         except OSError:
             stamp.append([entry, None])
-    cache = usercache.cache_dir("plugins") / "entry-points.json"
+    import hashlib
+
+    # One file per interpreter and search path: two venvs on one machine must not keep
+    # overwriting each other's list (each run would then read every package's metadata).
+    name = hashlib.sha256(json.dumps(stamp[:2] + [e for e, _ in stamp[3:]]).encode()).hexdigest()[:16]
+    cache = usercache.cache_dir("plugins") / f"entry-points-{name}.json"
     blob = usercache.read(cache)
     try:
         doc = json.loads(blob) if blob else None

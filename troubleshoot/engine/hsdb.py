@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from troubleshoot import usercache
@@ -37,22 +39,28 @@ def available() -> bool:
 _WIDE_ESCAPES = ("\\W", "\\S", "\\D")
 _QUANTIFIER = re.compile(r"(?:[*+?]|\{(\d*)(,?)(\d*)\})[?+]?")
 _GLOBAL_FLAGS = re.compile(r"\(\?[aiLmsux]+\)")
-_ZERO_WIDTH = ("^", "$", "\\b", "\\B", "\\A", "\\Z", "(?=", "(?!", "(?<=", "(?<!")
+_ZERO_WIDTH = ("\\b", "\\B", "(?=", "(?!", "(?<=", "(?<!")
+# Under MULTILINE `^` holds after each \n and `$` before it; a segment also starts after, and
+# ends before, a \r.
+_LINE_START = r"(?:^|\r)"
+_LINE_END = r"(?:$|\r)"
 
 
 def prefilter_source(source: str) -> str:
     r"""The pattern as the hyperscan prefilter reads it: a superset of what it matches.
 
-    - `^` and `$` outside character classes go: the scanner matches each `\r`-separated
-      segment of a line on its own, so an anchor may sit in the middle of a raw line;
+    - `^` and `$` (and `\A`, `\Z`, `\z`) outside character classes also hold at a `\r`: the
+      scanner matches each `\r`-separated segment of a line on its own, so a segment may start
+      or end in the middle of a raw line. The database reads them per line (MULTILINE), so an
+      anchored pattern is only tried where a line or segment starts;
     - constructs that match one character (`.`, negated classes, `\W`, `\S`, `\D`, classes
       with non-ASCII members) may take up to four bytes per character they stand for;
     - a non-ASCII literal character followed by a quantifier is grouped, so that the
       quantifier applies to all of its bytes.
-    - optional, repeated and zero-width elements at either end are trimmed to what every match
-      must contain (`(?:GiB)?$` goes, a final `\d+` becomes `\d`): any match of the pattern
-      contains a match of the rest, and hyperscan, which reports every end of every match, then
-      reports a line once or twice instead of once per digit.
+    - optional, repeated and zero-width elements at either end (up to an anchor) are trimmed to
+      what every match must contain (`(?:GiB)?` at the end goes, a final `\d+` becomes `\d`):
+      any match of the pattern contains a match of the rest, and hyperscan, which reports every
+      end of every match, then reports a line once or twice instead of once per digit.
     Widening can only add candidate lines, and the verifier decides each, so the database may
     scan raw bytes as they are."""
     source = trim_edges(source)
@@ -60,6 +68,14 @@ def prefilter_source(source: str) -> str:
     i, n = 0, len(source)
     while i < n:
         c = source[i]
+        if source.startswith(("\\A",), i):
+            out.append(_LINE_START)
+            i += 2
+            continue
+        if source.startswith(("\\Z", "\\z"), i):
+            out.append(_LINE_END)
+            i += 2
+            continue
         if c == "\\":
             atom = source[i : i + 2]
             i += 2
@@ -74,7 +90,12 @@ def prefilter_source(source: str) -> str:
         elif c == ".":
             atom, wide = ".", True
             i += 1
-        elif c in "^$":
+        elif c == "^":
+            out.append(_LINE_START)
+            i += 1
+            continue
+        elif c == "$":
+            out.append(_LINE_END)
             i += 1
             continue
         elif not c.isascii():
@@ -236,46 +257,7 @@ def trim_edges(source: str) -> str:
     trimmed = _trim(_trim(elems, False), True)
     if not trimmed:
         return source  # only optional parts: hyperscan will refuse it, RE2 takes it
-    best = _best_segment(trimmed)
-    if best is not None:
-        trimmed = _trim(_trim(best, False), True) or trimmed
     return prefix + "".join(a + (q.group(0) if q else "") for a, q in trimmed)
-
-
-_SPECIAL = set(".^$*+?{}[]()|\\")
-MIN_SEGMENT_LITERAL = 6
-
-
-def _literal_run(elems: list) -> int:
-    """The longest run of literal characters in a sequence of elements."""
-    best = run = 0
-    for atom, q in elems:
-        literal = q is None and ((len(atom) == 1 and atom not in _SPECIAL)
-                                 or (len(atom) == 2 and atom[0] == "\\" and not atom[1].isalnum()))
-        run = run + 1 if literal else 0
-        best = max(best, run)
-    return best
-
-
-def _best_segment(elems: list) -> list | None:
-    r"""Of the parts between wide unbounded repeats (`.*`, `\S+`, `[^:]*`), the one with the
-    longest literal: every match contains a match of each part, and one part alone spares
-    hyperscan tracking, across a whole line, that the part before it was seen (`nccl.*unhandled
-    system error` is looked for as `unhandled system error`). None: keep the whole pattern."""
-    segments, current = [], []
-    for atom, q in elems:
-        text = q.group(0) if q else ""
-        unbounded = text[:1] in ("*", "+") or (text[:1] == "{" and q.group(2) and not q.group(3))
-        if unbounded and (atom == "." or atom.startswith("[^") or atom in _WIDE_ESCAPES):
-            segments.append(current)
-            current = []
-        else:
-            current.append((atom, q))
-    segments.append(current)
-    if len(segments) < 2:
-        return None
-    best = max(segments, key=_literal_run)
-    return best if _literal_run(best) >= MIN_SEGMENT_LITERAL else None
 
 
 def _class_end(source: str, i: int) -> int:
@@ -302,13 +284,24 @@ def _class_end(source: str, i: int) -> int:
 
 
 def _flags(single: bool) -> int:
-    # No MULTILINE: prefilter forms have no anchors. No DOTALL: '.' stays within a line.
-    # SINGLEMATCH: a pattern that only needs to be seen once reports once per scanned chunk.
-    return _hs.HS_FLAG_SINGLEMATCH if single else 0
+    # MULTILINE: anchors hold at each line (see prefilter_source). No DOTALL: '.' stays within
+    # a line. SINGLEMATCH: a pattern that only needs to be seen once reports once per scan.
+    return _hs.HS_FLAG_MULTILINE | (_hs.HS_FLAG_SINGLEMATCH if single else 0)
 
 
 # Part of the cache key: bump it whenever prefilter_source changes what it makes of a pattern.
-FORMS_VERSION = 3
+FORMS_VERSION = 4
+
+
+@dataclass(frozen=True)
+class Database:
+    """A compiled database and how its reports map back to patterns. Patterns with the same
+    prefilter form (and the same `single` flag) share one expression, whose id is the first
+    of them: `shared[id]` lists them all. `rejected`: patterns hyperscan would not take."""
+
+    db: object
+    rejected: frozenset[int]
+    shared: dict[int, tuple[int, ...]]
 
 
 def _key(sources: list[str], single: frozenset[int]) -> str:
@@ -321,11 +314,50 @@ def _key(sources: list[str], single: frozenset[int]) -> str:
     return h.hexdigest()[:32]
 
 
-def _compile(sources: list[str], ids: list[int], single: frozenset[int]):
+def _compile(forms: list[str], ids: list[int], single: frozenset[int]):
     db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
-    db.compile(expressions=[sources[i].encode("utf-8", "surrogatepass") for i in ids], ids=ids,
+    db.compile(expressions=[forms[i].encode("utf-8", "surrogatepass") for i in ids], ids=ids,
                flags=[_flags(i in single) for i in ids])
     return db
+
+
+def _build(sources: tuple[str, ...], single: frozenset[int]) -> Database | None:
+    forms = [prefilter_source(s) for s in sources]
+    groups: dict[tuple[str, bool], list[int]] = {}
+    for i, form in enumerate(forms):
+        groups.setdefault((form, i in single), []).append(i)
+    shared = {members[0]: tuple(members) for members in groups.values()}
+    ids = sorted(shared)
+    rejected: set[int] = set()
+    try:
+        db = _compile(forms, ids, single)
+    except Exception:
+        for i in ids:
+            try:
+                _compile(forms, [i], single)
+            except Exception:
+                rejected.add(i)
+        kept = [i for i in ids if i not in rejected]
+        if not kept:
+            return None
+        try:
+            db = _compile(forms, kept, single)
+        except Exception:
+            return None
+    rejected_all = frozenset(j for i in rejected for j in shared.pop(i))
+    return Database(db, rejected_all, shared)
+
+
+def _load(blob: bytes) -> Database | None:
+    head, _, body = blob.partition(b"\n")
+    try:
+        meta = json.loads(head)
+        db = _hs.loadb(body, _hs.HS_MODE_BLOCK)
+        db.scratch = _hs.Scratch(db)  # a loaded database comes without one
+        shared = {int(k): tuple(v) for k, v in meta["shared"].items()}
+        return Database(db, frozenset(meta["rejected"]), shared)
+    except Exception:  # a damaged or foreign file: compile instead
+        return None
 
 
 @functools.lru_cache(maxsize=8)
@@ -333,53 +365,31 @@ def _database_cached(key: str, sources: tuple[str, ...], single: frozenset[int],
     path = usercache.cache_dir("hyperscan") / f"{key}.hsdb"
     blob = usercache.read(path)
     if blob is not None:
-        try:
-            rejected = set()
-            head, _, body = blob.partition(b"\n")
-            if head.startswith(b"rejected:"):
-                rejected = {int(x) for x in head[9:].split(b",") if x}
-                db = _hs.loadb(body, _hs.HS_MODE_BLOCK)
-                db.scratch = _hs.Scratch(db)  # a loaded database comes without one
-                return db, rejected
-        except Exception:  # a damaged or foreign file: compile instead
-            pass
+        found = _load(blob)
+        if found is not None:
+            return found
     if not compile_if_missing:
         return None
-    sources = tuple(prefilter_source(s) for s in sources)
-    ids = list(range(len(sources)))
-    rejected: set[int] = set()
-    try:
-        db = _compile(list(sources), ids, single)
-    except Exception:
-        for i in ids:
-            try:
-                _compile(list(sources), [i], single)
-            except Exception:
-                rejected.add(i)
-        kept = [i for i in ids if i not in rejected]
-        if not kept:
-            return None
-        try:
-            db = _compile(list(sources), kept, single)
-        except Exception:
-            return None
-    _save(path, db, rejected)
-    return db, rejected
+    found = _build(sources, single)
+    if found is not None:
+        _save(path, found)
+    return found
 
 
-def _save(path: Path, db, rejected: set[int]) -> None:
+def _save(path: Path, found: Database) -> None:
     try:
-        head = b"rejected:" + ",".join(str(i) for i in sorted(rejected)).encode() + b"\n"
-        usercache.write(path, head + _hs.dumpb(db))
+        meta = {"rejected": sorted(found.rejected), "shared": {str(k): v for k, v in found.shared.items()}}
+        usercache.write(path, json.dumps(meta).encode() + b"\n" + _hs.dumpb(found.db))
     except Exception:
         pass  # a database hyperscan cannot serialise only costs the next run a compile
 
 
-def database(sources: list[str], compile_if_missing: bool = True, single: frozenset[int] = frozenset()):
-    """(database, rejected pattern indices) for the patterns `sources` (as RE2 reads them),
-    or None when there is none to be had cheaply (not cached and `compile_if_missing` false)
-    or hyperscan takes none of the patterns. Patterns whose index is in `single` report only
-    their first match in each scan. The prefilter forms are worked out on a cache miss only."""
+def database(sources: list[str], compile_if_missing: bool = True,
+             single: frozenset[int] = frozenset()) -> Database | None:
+    """The database for the patterns `sources` (as RE2 reads them), or None when there is none
+    to be had cheaply (not cached and `compile_if_missing` false) or hyperscan takes none of
+    the patterns. Patterns whose index is in `single` report only their first match in each
+    scan. The prefilter forms are worked out on a cache miss only."""
     if _hs is None or not sources:
         return None
     single = frozenset(single)

@@ -113,7 +113,12 @@ def _taxonomy_cache(path: Path, taxonomy: dict[str, str] | None = None) -> dict[
         return None
     stamp = [str(path.resolve()), st.st_size, st.st_mtime_ns]
     # Its own folder: the rules folder holds one cache file per rule file and nothing else.
-    cache = usercache.cache_dir("taxonomy") / "taxonomy.json"
+    import hashlib
+
+    # One file per taxonomy path: two installs on one machine (two venvs) must not keep
+    # overwriting each other's entry.
+    name = hashlib.sha256(stamp[0].encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    cache = usercache.cache_dir("taxonomy") / f"taxonomy-{name}.json"
     if taxonomy is not None:
         usercache.write(cache, json.dumps({"stamp": stamp, "symptoms": taxonomy}).encode())
         return taxonomy
@@ -130,12 +135,12 @@ def _taxonomy_cache(path: Path, taxonomy: dict[str, str] | None = None) -> dict[
 CACHE_FORMAT = 2
 
 
-def _cache_file(path: Path) -> Path:
+def _cache_file(path: Path, folder: str = "rules") -> Path:
     import hashlib
 
     from troubleshoot import usercache
 
-    return usercache.cache_dir("rules") / (hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:32] + ".marshal")
+    return usercache.cache_dir(folder) / (hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:32] + ".marshal")
 
 
 def _read_cache(cache: Path, stamp: tuple):
@@ -167,9 +172,10 @@ def _write_cache(cache: Path, stamp: tuple, kind: str, payload) -> None:
         pass  # a value marshal cannot hold only costs speed
 
 
-def _document(path: Path) -> tuple[str, Any]:
+def document(path: Path, folder: str = "rules") -> tuple[str, Any]:
     """("ok", (encoded data, traps)) or ("problems", [(line, message)]): the YAML of a rule
-    file, from the cache when the file has not changed (files with problems are cached too)."""
+    file (or a shipped table, cached in another `folder`), from the cache when the file has
+    not changed (files with problems are cached too)."""
     from troubleshoot import __version__
 
     try:
@@ -177,7 +183,7 @@ def _document(path: Path) -> tuple[str, Any]:
         stamp = (__version__, str(path), st.st_mtime_ns, st.st_size)
     except OSError as exc:
         return "problems", [(None, f"cannot read: {exc.strerror or exc}")]
-    cache = _cache_file(path)
+    cache = _cache_file(path, folder)
     cached = _read_cache(cache, stamp)
     if cached is not None:
         return cached
@@ -208,7 +214,7 @@ def load_rule_file(path: Path, pack: str, taxonomy: dict[str, str]) -> RuleFile:
     """Rules of one file; the parsed YAML comes from a cache keyed by the file's stamp (parsing
     YAML is most of a cold start, and rule files rarely change)."""
     out = RuleFile(path=str(path))
-    kind, payload = _document(path)
+    kind, payload = document(path)
     if kind != "ok":
         out.problems += [Problem(path, line, msg) for line, msg in payload]
         return out
@@ -397,9 +403,69 @@ def _str_list(item, key: str, label: str, problem) -> list[str]:
     return list(value)
 
 
+class _CheckedPatterns:
+    """Patterns already known to pass check_pattern, kept across runs: compiling every pattern
+    of every rule to check it was a sixth of a cold start, for patterns that rarely change. The
+    file is keyed by what decides the answer (the engines and their versions)."""
+
+    def __init__(self):
+        self.known: set[str] | None = None
+        self.added = False
+
+    def _path(self):
+        import hashlib
+        import sys
+
+        from troubleshoot import __version__, usercache
+
+        re2 = sys.modules.get("re2")
+        key = f"{__version__} {sys.version} re2={getattr(re2, '__version__', re2 is not None)}"
+        return usercache.cache_dir("patterns") / (hashlib.sha256(key.encode()).hexdigest()[:32] + ".marshal")
+
+    def load(self) -> set[str]:
+        if self.known is None:
+            import marshal
+
+            from troubleshoot import usercache
+
+            blob = usercache.read(self._path())
+            try:
+                found = marshal.loads(blob) if blob else None
+            except (ValueError, EOFError, TypeError):
+                found = None
+            self.known = set(found) if isinstance(found, frozenset) and all(isinstance(x, str) for x in found) else set()
+        return self.known
+
+    def add(self, source: str) -> None:
+        self.load().add(source)
+        self.added = True
+
+    def save(self) -> None:
+        if not self.added:
+            return
+        import marshal
+
+        from troubleshoot import usercache
+
+        self.added = False
+        usercache.write(self._path(), marshal.dumps(frozenset(self.known or ())))
+
+
+CHECKED = _CheckedPatterns()
+
+
 def check_pattern(source: str) -> str | None:
     """None if the pattern is usable, else why. RE2 (fast, and the engine that runs it) checks
     it when installed; Python's `re` otherwise. `rules lint` checks both."""
+    if source in CHECKED.load():
+        return None
+    complaint = _check_pattern(source)
+    if complaint is None:
+        CHECKED.add(source)
+    return complaint
+
+
+def _check_pattern(source: str) -> str | None:
     complaint = _readable(re2_compatible(source))
     if complaint or not re2_available():
         try:

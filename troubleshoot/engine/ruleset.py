@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from troubleshoot.engine import conditions as _cond
-from troubleshoot.engine.loader import load_rule_file, load_taxonomy, load_team_symptoms
+from troubleshoot.engine.loader import CHECKED, load_rule_file, load_taxonomy, load_team_symptoms
 from troubleshoot.errors import Problem
 from troubleshoot.model import Origin, Rule
 
@@ -161,6 +161,7 @@ def load_ruleset(extra_dirs: list[str | Path] = (), include_shipped: bool = True
             problems.append(Problem(origin.path, origin.line, f"disable names unknown rule id {rid!r}", level="warning"))
     rules = list(effective.values())
     problems += _set_problems(rules)
+    CHECKED.save()
     return RuleSet(rules=rules, taxonomy=taxonomy, problems=problems, packs=packs,
                    overridden=overridden, disabled=disabled, symptom_origins=symptom_origins)
 

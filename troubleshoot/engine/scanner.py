@@ -233,6 +233,7 @@ class _Candidates:
 
     name = "abstract"
     zero_copy = False  # True: spans() takes the read buffer and an end, without a copy
+    raw_ansi = False  # True: spans() takes the chunk with its escape sequences still in
 
     def __init__(self, patterns: Sequence[ScanPattern]):
         self.patterns = patterns
@@ -425,13 +426,12 @@ def make_candidates(patterns: Sequence[ScanPattern], backend: str | None = None,
         single = frozenset(i for i, p in enumerate(patterns) if p.role != "log")
         found = hsdb.database(sources, compile_if_missing=want, single=single)
         if found is not None:
-            db, rejected = found
             rest = None
-            if rejected:
+            if found.rejected:
                 # Patterns hyperscan cannot take (an empty match, a construct it lacks) are
                 # found by the next engine and merged in.
-                rest = _SubsetCandidates(patterns, sorted(rejected))
-            return _HyperscanCandidates(patterns, db, rest, single)
+                rest = _SubsetCandidates(patterns, sorted(found.rejected))
+            return _HyperscanCandidates(patterns, found, rest, single, sources)
     if _re2 is None:
         return _LiteralCandidates(patterns)
     try:
@@ -443,21 +443,25 @@ def make_candidates(patterns: Sequence[ScanPattern], backend: str | None = None,
 
 class _HyperscanCandidates(_Candidates):
     """All patterns in one hyperscan database, scanned over the raw chunk in block mode. Each
-    match reports its pattern and end offset; the line around the end is the candidate and
-    the reporting patterns are the only ones verified on it.
+    match reports its expression and end offset; the line around the end is the candidate and
+    the patterns behind the reporting expressions are the only ones verified on it.
 
     Context patterns (only needed once) report at most once per chunk; when that report is
-    not confirmed, the rest of the chunk is searched for them by the next engine."""
+    not confirmed, the rest of the chunk is scanned by a second database of the context
+    patterns alone that reports every match (rare: prefilter forms are nearly exact)."""
 
     name = "hyperscan"
     zero_copy = True  # scans the first `end` bytes of the reused read buffer in place
 
-    def __init__(self, patterns, db, rest: "_SubsetCandidates | None", single: frozenset[int]):
-        self.db = db
+    def __init__(self, patterns, found, rest: "_SubsetCandidates | None", single: frozenset[int],
+                 sources: list[str]):
+        self.db = found.db
+        self.shared = found.shared
         self.rest = rest
         self.single = single
+        self.sources = sources
         self.retired: set[int] = set()
-        self._fallbacks: dict[tuple[int, ...], _SubsetCandidates] = {}
+        self._context = None  # (database, subset index -> pattern index), built when first needed
         super().__init__(patterns)
 
     def _build(self) -> None:
@@ -470,73 +474,157 @@ class _HyperscanCandidates(_Candidates):
             self.rest.retire(index)
         super().retire(index)
 
-    def _reports(self, buf: bytes) -> list[int]:
-        """Match reports in `buf`, each encoded as end * n + pattern index (one int: cheap to
-        collect and to sort)."""
-        n = len(self.patterns)
+    @staticmethod
+    def _scan(db, buf) -> list[int]:
+        """Match reports in `buf`, each encoded as end << 20 | expression id (one int: cheap
+        to collect and to sort; ids stay below 2**20)."""
         out: list[int] = []
         add = out.append
 
         def on_match(index, _from, to, _flags, _context):
-            add(to * n + index)
+            add(to << 20 | index)
 
-        self.db.scan(buf, match_event_handler=on_match)
-        if self.rest is not None:
-            rest = buf if isinstance(buf, bytes) else bytes(buf)
-            for start, _end, idxs in self.rest.spans(rest, len(rest)):
-                out.extend((start + 1) * n + i for i in idxs)  # an "end" inside that line
+        db.scan(buf, match_event_handler=on_match)
         return out
 
+    @property
+    def raw_ansi(self) -> bool:
+        return self.rest is None  # the next engine reads whole chunks, escapes stripped
+
     def spans(self, chunk, end: int):
-        n = len(self.patterns)
-        reports = self._reports(chunk if end == len(chunk) else memoryview(chunk)[:end])
+        view = chunk if end == len(chunk) else memoryview(chunk)[:end]
+        reports = self._scan(self.db, view)
+        escaped = None
+        if self.raw_ansi and chunk.find(b"\x1b", 0, end) >= 0:
+            escaped = _Escaped(chunk, end)
+            reports += escaped.reports(self._scan(self.db, escaped.text))
+        if self.rest is not None:
+            rest = bytes(view)
+            for start, _end, idxs in self.rest.spans(rest, len(rest)):
+                reports.extend((start + 1) << 20 | i for i in idxs)  # an "end" inside that line
         if not reports:
             return
         reports.sort()
-        yield from self._lines(chunk, reports, end)
+        shared = self.shared
+        yield from self._lines(chunk, reports, end, shared)
         # A context pattern reported once and not confirmed may still match further on.
         single, retired = self.single, self.retired
         pending: dict[int, int] = {}
         for r in reports:
-            i = r % n
-            if i in single and i not in retired and i not in pending:
-                pending[i] = r // n
+            e = r & 0xFFFFF
+            if e in single:
+                for i in shared.get(e, (e,)):
+                    if i not in retired and i not in pending:
+                        pending[i] = r >> 20
         if pending:
-            keys = tuple(sorted(pending))
-            finder = self._fallbacks.get(keys)
-            if finder is None:
-                finder = self._fallbacks[keys] = _SubsetCandidates(self.patterns, list(keys))
-            frm = chunk.find(b"\n", max(min(pending.values()) - 1, 0), end) + 1
-            if frm > 0:
-                rest = bytes(memoryview(chunk)[frm:end])
-                for lo, hi, idxs in finder.spans(rest, len(rest)):
-                    live = [i for i in idxs if i not in retired and frm + lo >= pending[i]]
-                    if live:
-                        yield frm + lo, frm + hi, live
+            yield from self._context_lines(chunk, end, pending, escaped)
 
-    def _lines(self, chunk, reports: list[int], stop: int):
-        n = len(self.patterns)
+    def _context_lines(self, chunk, end: int, pending: dict[int, int], escaped: "_Escaped | None"):
+        if self._context is None:
+            from troubleshoot.engine import hsdb
+
+            order = sorted(self.single)
+            found = hsdb.database([self.sources[i] for i in order])
+            if found is None:
+                self._context = (None, order, {})
+            else:
+                shared = {order[k]: tuple(order[j] for j in v) for k, v in found.shared.items()}
+                self._context = (found.db, order, shared)
+        db, order, shared = self._context
+        if db is None:
+            return
+        frm = chunk.find(b"\n", max(min(pending.values()) - 1, 0), end) + 1
+        if frm <= 0:
+            return
+        reports = [(r >> 20) + frm << 20 | order[r & 0xFFFFF]
+                   for r in self._scan(db, memoryview(chunk)[frm:end])]
+        if escaped is not None:
+            reports += [(r >> 20) << 20 | order[r & 0xFFFFF] for r in escaped.reports(self._scan(db, escaped.text))]
+        reports.sort()
         retired = self.retired
+        for lo, hi, idxs in self._lines(chunk, reports, end, shared):
+            live = [i for i in idxs if i in pending and i not in retired and lo >= pending[i]]
+            if live:
+                yield lo, hi, live
+
+    def _lines(self, chunk, reports: list[int], stop: int, shared: dict[int, tuple[int, ...]]):
+        retired = self.retired
+        rfind, find = chunk.rfind, chunk.find
         start = end = -1
-        idxs: set[int] = set()
+        exprs: set[int] = set()
         for r in reports:
-            to, index = divmod(r, n)
+            to = r >> 20
             pos = to - 1 if to > 0 else 0
             if pos > end:
-                # Checked at yield time: verifying the previous line may have retired some.
-                live = [i for i in sorted(idxs) if i not in retired]
-                if live:
-                    yield start, end, live
-                start = chunk.rfind(b"\n", 0, pos) + 1
-                end = chunk.find(b"\n", pos, stop)
+                if exprs:
+                    # Checked at yield time: verifying the previous line may have retired some.
+                    live = _live(exprs, shared, retired)
+                    if live:
+                        yield start, end, live
+                start = rfind(b"\n", 0, pos) + 1
+                end = find(b"\n", pos, stop)
                 if end < 0:
                     end = stop
-                idxs = {index}
+                exprs = {r & 0xFFFFF}
             else:
-                idxs.add(index)
-        live = [i for i in sorted(idxs) if i not in retired]
-        if live:
-            yield start, end, live
+                exprs.add(r & 0xFFFFF)
+        if exprs:
+            live = _live(exprs, shared, retired)
+            if live:
+                yield start, end, live
+
+
+class _Escaped:
+    """The lines of a chunk that hold escape sequences, stripped of them and joined, for a
+    second scan: stripping the whole chunk cost as much again as scanning it, and only these
+    lines can match differently once stripped (the verifier reads every line stripped)."""
+
+    def __init__(self, chunk, end: int):
+        starts: list[int] = []
+        pieces = []
+        find, rfind = chunk.find, chunk.rfind
+        pos = find(b"\x1b", 0, end)
+        while pos >= 0:
+            start = rfind(b"\n", 0, pos) + 1
+            stop = find(b"\n", pos, end)
+            if stop < 0:
+                stop = end
+            starts.append(start)
+            pieces.append(chunk[start:stop])
+            pos = find(b"\x1b", stop, end)
+        self.starts = starts  # where each line starts in the chunk
+        self.text = ANSI_BYTES.sub(b"", b"\n".join(pieces))
+        offsets, at = [], 0
+        for piece in self.text.split(b"\n"):
+            offsets.append(at)
+            at += len(piece) + 1
+        self.offsets = offsets  # where each stripped line starts in `text`
+
+    def reports(self, found: list[int]) -> list[int]:
+        """Reports in `text` as reports on the chunk's lines (an end just inside the line)."""
+        from bisect import bisect_right
+
+        offsets, starts = self.offsets, self.starts
+        out = []
+        for r in found:
+            to = r >> 20
+            k = bisect_right(offsets, to - 1 if to > 0 else 0) - 1
+            out.append((starts[k] + 1) << 20 | (r & 0xFFFFF))
+        return out
+
+
+def _live(exprs: set[int], shared: dict[int, tuple[int, ...]], retired: set[int]) -> list[int]:
+    out = []
+    for e in exprs:
+        members = shared.get(e)
+        if members is None:
+            if e not in retired:
+                out.append(e)
+        else:
+            out += [i for i in members if i not in retired]
+    if len(out) > 1:
+        out.sort()
+    return out
 
 
 class _SubsetCandidates:
@@ -638,7 +726,10 @@ def scan_stream(stream: BinaryIO, patterns: Sequence[ScanPattern], backend: str 
     when set, ScanCancelled is raised. `progress` is called with the bytes read so far.
     $TROUBLESHOOT_SCAN_ENGINE forces an engine as `backend` does (the benchmark compares them)."""
     backend = backend or os.environ.get("TROUBLESHOOT_SCAN_ENGINE") or None
-    finder = make_candidates(patterns, backend, _stream_size(stream))
+    size = _stream_size(stream)
+    if size is None or size > STEADY_HEAP_BYTES:
+        _steady_heap()
+    finder = make_candidates(patterns, backend, size)
     finder.verifiers = _Verifiers(patterns, backend)
     hits: dict[tuple[str, str], GroupHits] = {}
     line_base = 1
@@ -678,6 +769,36 @@ def scan_stream(stream: BinaryIO, patterns: Sequence[ScanPattern], backend: str 
     return ScanResult(total_lines=line_base - 1, total_bytes=total, hits=hits, backend=finder.name)
 
 
+# Above this many bytes a scan asks glibc to keep chunk-sized blocks on the heap (see below).
+STEADY_HEAP_BYTES = 8 << 20
+
+
+@functools.lru_cache(maxsize=None)
+def _steady_heap() -> None:
+    """Each chunk makes a few short-lived blocks of about a chunk's size (the ANSI-stripped
+    copy, a read() result). glibc serves blocks that large with a fresh mmap and returns them
+    on free, so every chunk paid for faulting in a MiB of new pages (a third of a scan's CPU,
+    as system time). Serving them from the heap and not trimming it reuses the same pages; the
+    heap stays as large as the largest few blocks, which are bounded by the chunk size."""
+    if not os.confstr_names.get("CS_GNU_LIBC_VERSION") or not _glibc():
+        return
+    try:
+        import ctypes
+
+        mallopt = ctypes.CDLL(None).mallopt
+        mallopt(-3, 64 << 20)  # M_MMAP_THRESHOLD
+        mallopt(-1, 64 << 20)  # M_TRIM_THRESHOLD
+    except (OSError, AttributeError):
+        pass
+
+
+def _glibc() -> bool:
+    try:
+        return bool(os.confstr("CS_GNU_LIBC_VERSION"))
+    except (ValueError, OSError):
+        return False
+
+
 def _reader(stream) -> Callable[[bytearray, int, int], int]:
     """read_into(buf, at, size): up to `size` bytes from the stream into buf[at:]; 0 at the end."""
     readinto = getattr(stream, "readinto", None)
@@ -698,7 +819,9 @@ def _scan_chunk(buf: bytearray, end: int, line_base: int, finder: _Candidates,
                 patterns: Sequence[ScanPattern], hits: dict) -> int:
     """Check the candidate lines of buf[:end] (whole lines); return the line number after
     them. Newlines are counted once: up to each candidate, then the rest."""
-    if buf.find(b"\x1b", 0, end) >= 0:
+    if finder.raw_ansi:
+        chunk = buf  # the finder strips escapes from the lines that have them itself
+    elif buf.find(b"\x1b", 0, end) >= 0:
         # Never removes a newline, so line numbers hold.
         with memoryview(buf) as view:
             chunk = ANSI_BYTES.sub(b"", view[:end])

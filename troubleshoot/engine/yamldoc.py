@@ -11,12 +11,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-import yaml
+from troubleshoot.engine.lazy import lazy_module
 
-try:
-    _Loader = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover - PyYAML built without libyaml
-    _Loader = yaml.SafeLoader
+# Imported when a document is parsed: runs whose rule files and tables come from the cache never
+# load PyYAML.
+yaml = lazy_module("yaml")
+
+
+def _loader():
+    # The C loader when PyYAML was built with libyaml; never an unsafe constructor.
+    return getattr(yaml, "CSafeLoader", None) or yaml.SafeLoader
 
 MAX_NODES = 200_000
 MAX_DEPTH = 64
@@ -62,7 +66,7 @@ def load(text: str) -> tuple[object, list[Trap]]:
     """Parse one YAML document; return its value and the traps found in it."""
     try:
         _check_size(text)
-        node = yaml.compose(text, Loader=_Loader)
+        node = yaml.compose(text, Loader=_loader())
     except yaml.MarkedYAMLError as exc:
         # For an unfinished construct (an unclosed bracket or quote, a key without its colon)
         # the context mark is where it began: that is the line to fix. In a block mapping or
@@ -88,17 +92,19 @@ def load(text: str) -> tuple[object, list[Trap]]:
 
 
 def load_data_file(path, what: str) -> object:
-    """The data of a shipped YAML table (taxonomy, Xid catalog). Such a file must load: an
-    unreadable or broken one is a TroubleshootError naming the file and line."""
+    """The data of a shipped YAML table (taxonomy, Xid catalog), parsed once per change of the
+    file (cached like a rule file, in its own folder). Such a file must load: an unreadable or
+    broken one is a TroubleshootError naming the file and line."""
+    from troubleshoot.engine.loader import document
     from troubleshoot.errors import TroubleshootError
 
-    try:
-        data, _ = load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TroubleshootError(f"cannot read {what} {path}: {exc}") from None
-    except YamlError as exc:
-        raise TroubleshootError(f"{path}:{exc.line}: {exc.message}") from None
-    return data
+    kind, payload = document(path, "tables")
+    if kind != "ok":
+        line, message = payload[0]
+        if line is None:
+            raise TroubleshootError(f"cannot read {what} {path}: {message}")
+        raise TroubleshootError(f"{path}:{line}: {message}")
+    return decode(payload[0])
 
 
 def _check_size(text: str) -> None:
@@ -106,7 +112,7 @@ def _check_size(text: str) -> None:
     huge or deep document is refused at the line where it crosses the limit, without building
     a tree of millions of nodes first."""
     nodes = depth = 0
-    for event in yaml.parse(text, Loader=_Loader):
+    for event in yaml.parse(text, Loader=_loader()):
         if isinstance(event, (yaml.ScalarEvent, yaml.AliasEvent)):
             nodes += 1
         elif isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):

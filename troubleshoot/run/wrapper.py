@@ -47,7 +47,10 @@ ESCALATE = (signal.SIGTERM, signal.SIGHUP)  # the wrapper itself is being stoppe
 GRACE = 10.0  # seconds between SIGTERM and SIGKILL (Slurm's KillWait is 30)
 DRAIN_QUIET = 0.1  # output still held open by a process outside the job's group: read until quiet this long
 READ = 65536
-TRICKLE = 1024  # a read smaller than this means the job is writing in dribbles...
+# A read of less than half the buffer means the job writes faster than nothing but slower than
+# we read: a chatty job's lines arrive a few at a time, each wake-up costing a select, a read
+# and two writes. (At 1 KiB, a job printing short lines unbuffered still woke us every 40 lines.)
+TRICKLE = READ // 2  # a read smaller than this means the job is writing in dribbles...
 TRICKLE_PAUSE = 0.001  # ...so wait this long (seconds) for more before the next read
 
 
