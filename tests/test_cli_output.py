@@ -64,6 +64,18 @@ def test_rule_and_log_text_never_becomes_markup_or_escapes(rules_dir, colour):
     assert "df -h /dev/shm" in plain and "Avail" in plain and "**Avail**" not in plain
 
 
+def test_fix_preview_prints_advice_as_plain_text_without_escapes():
+    # The advice's text reaches the preview from a rule (and its captures from a log): its
+    # Markdown marks are dropped and an OSC 52 clipboard write is shown, not obeyed.
+    advice = "Run `nvidia-smi` **now** \x1b]52;c;aGk=\x07 then\n```bash\necho hi\n```"
+    p = run_cli("fix", "advice", "--param", f"text={advice}")
+    out = p.stdout.decode()
+    assert p.returncode == 0, p.stderr
+    assert "Run nvidia-smi now \\x1b]52;c;aGk=\\x07 then" in out
+    assert "\n       echo hi\n" in out  # a code block, indented under the step, fences dropped
+    assert "\x1b" not in out and "\x07" not in out and "`" not in out and "**" not in out
+
+
 def test_rules_show_and_why_read_well(rules_dir):
     show = run_cli("rules", "show", "torch-cuda-oom-fragmentation").stdout.decode()
     assert "{'" not in show and "      name: PYTORCH_CUDA_ALLOC_CONF" in show

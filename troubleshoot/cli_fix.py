@@ -152,8 +152,11 @@ def cmd_fix(args, plugins) -> int:
         print(json.dumps({"schema": 1, "plans": [_plan_json(p) for p in prepared]}, indent=2, default=str))
         return 0
     if args.format == "text":
-        for prep in prepared:
-            sys.stdout.write(executor.preview(prep))
+        from troubleshoot.report.mdtext import to_plain
+        from troubleshoot.textsafe import terminal_safe
+
+        for prep in prepared:  # advice, diffs and log-derived params are data: no escapes reach the terminal
+            sys.stdout.write(terminal_safe(executor.preview(prep, markdown=to_plain)))
     if not args.apply:
         changing = any(s.changes for p in prepared for s in p.steps)
         if args.format == "text" and changing:

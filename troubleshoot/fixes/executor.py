@@ -129,8 +129,10 @@ def sudo_line(plan: Plan) -> str:
     return shlex.join(parts)
 
 
-def preview(prep: Prepared) -> str:
-    """The dry run: every command exactly as it will run, every file as a diff."""
+def preview(prep: Prepared, markdown: Callable[[str], str] | None = None) -> str:
+    """The dry run: every command exactly as it will run, every file as a diff. `markdown`
+    turns an advice's Markdown into what the reader sees (the CLI: plain text); by default it
+    stays Markdown (the TUI renders it)."""
     plan = prep.plan
     lines = [f"Plan: {plan.title}  (fixer {plan.fixer}{', rung ' + plan.rung if plan.rung else ''})"]
     if prep.root:
@@ -144,7 +146,8 @@ def preview(prep: Prepared) -> str:
                 lines.append(f"   why: {s.title}")
         elif s.kind == "advice":
             lines.append(f"{n}. advice: {s.title}".rstrip(": "))
-            lines += ["   " + ln for ln in s.text.strip().splitlines()]
+            advice = s.text.strip()
+            lines += ["   " + ln for ln in (markdown(advice) if markdown else advice).splitlines()]
         elif s.kind == "env":
             lines.append(f"{n}. environment: {s.text}")
             if s.title:
