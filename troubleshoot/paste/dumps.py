@@ -11,9 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from troubleshoot.probes import cuda as cuda_probe
-from troubleshoot.probes import docker as docker_probe
-from troubleshoot.probes.kernel import MODULES
+# The probe modules these parsers reuse are imported by the parser that needs them: a log
+# without that dump (most logs) does not pay for loading the probe layer.
 
 
 @dataclass
@@ -35,6 +34,8 @@ _LSMOD_LINE = re.compile(r"^[>\s]*(?P<name>[a-z0-9_]+)\s+(?P<size>\d{4,})\s+(?P<
 
 
 def lsmod(lines: list[str]) -> Found | None:
+    from troubleshoot.probes.kernel import MODULES
+
     header = next((i for i, t in enumerate(lines) if _LSMOD_HEADER.match(t)), None)
     loaded: dict[str, int] = {}
     start = header + 1 if header is not None else 0
@@ -118,6 +119,8 @@ def lspci(lines: list[str]) -> Found | None:
 # ------------------------------------------------------------------------ ldconfig -p
 
 def ldconfig(lines: list[str]) -> Found | None:
+    from troubleshoot.probes import cuda as cuda_probe
+
     libs, seen = [], {}
     for filename, path, i in cuda_probe.parse_ldconfig("\n".join(lines)):
         entry = cuda_probe.library(filename, path, "ldconfig")
@@ -145,6 +148,8 @@ _DOCKER_LINE = re.compile(r"^\s*(?P<key>Server Version|Runtimes|Default Runtime|
 
 
 def docker_info(lines: list[str]) -> Found | None:
+    from troubleshoot.probes import docker as docker_probe
+
     info: dict = {}
     at: dict[str, int] = {}
     for i, text in enumerate(lines):

@@ -5,9 +5,6 @@ from __future__ import annotations
 import re
 
 from troubleshoot.paste.dumps import Found
-from troubleshoot.paste.nvsmi_q import ReplayNVML, parse as parse_q
-from troubleshoot.probes import nvml as nvml_probe
-from troubleshoot.probes.base import ProbeContext
 
 # "| NVIDIA-SMI 535.104.05             Driver Version: 535.104.05   CUDA Version: 12.2     |"
 _HEADER = re.compile(r"NVIDIA-SMI (?P<smi>\d[\d.]*)\s+Driver Version: (?P<driver>\d[\d.]*)\s+"
@@ -71,6 +68,11 @@ def query(lines: list[str]) -> Found | None:
     while end < len(lines) and _Q_LINE.match(lines[end]):
         end += 1
     block = lines[start:end]
+    # Imported here: pynvml and the probe layer cost ~20 ms, and most logs hold no `nvidia-smi -q`.
+    from troubleshoot.paste.nvsmi_q import ReplayNVML, parse as parse_q
+    from troubleshoot.probes import nvml as nvml_probe
+    from troubleshoot.probes.base import ProbeContext
+
     dump = parse_q("\n".join(block))
     if not dump["gpus"] and not dump["driver"]:
         return None
