@@ -1,7 +1,6 @@
 """Work the TUI starts can be stopped: probes stop waiting and their children are killed, a scan
 stops between two chunks, and new facts are diagnosed over the scan already made."""
 
-import io
 import sys
 import threading
 import time
@@ -86,3 +85,31 @@ def test_facts_after_the_scan_reuse_it(monkeypatch):
     assert [d.rule.id for d in after.diagnoses] == [d.rule.id for d in full.diagnoses]
     assert before.diagnoses and before.diagnoses[0].symptom == "cuda-oom"
     assert after.scan is not None and after.scan.total_lines == full.scan.total_lines
+
+
+def test_a_bug_in_a_tui_job_reaches_the_app_as_itself():
+    # The app's thread re-raises what a job raised (so the TUI ends non-zero and prints it): the
+    # exception must be the job's own, not a NameError from a name unset after its except block.
+    import threading
+
+    import pytest
+
+    from troubleshoot.tui.background import Background
+
+    posted, arrived = [], threading.Event()
+
+    class FakeApp:
+        def call_from_thread(self, call_later, fn):
+            posted.append(fn)
+            arrived.set()
+
+        def call_later(self, fn):
+            pass
+
+    def job(cancel):
+        raise RuntimeError("boom in a job")
+
+    Background(FakeApp()).start("scan", job, on_done=lambda result: None)
+    assert arrived.wait(60), "the job's failure was never posted to the app"
+    with pytest.raises(RuntimeError, match="boom in a job"):
+        posted[0]()

@@ -84,7 +84,7 @@ class Background:
                     return
                 except Exception as exc:  # a bug: crash the app (non-zero exit, the error printed after)
                     if not self.stopped.is_set():
-                        self._post(lambda: _reraise(exc))
+                        self._post(lambda exc=exc: _reraise(exc))  # bound now: `exc` is unset after the block
                     return
                 deliver(on_done, result)
             finally:  # listed until its result is posted: `idle()` means nothing is left to arrive
