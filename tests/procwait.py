@@ -50,3 +50,14 @@ def read_pty(fd: int, until: bytes | None = None, timeout: float = 120) -> bytes
             raise AssertionError(f"terminal closed before {until!r}; got {out[-2000:]!r}")
         out += chunk
     return out
+
+
+def signal_when_ready(proc, sig: int, ready: bytes = b"ready", timeout: float = 120) -> tuple[bytes, bytes]:
+    """Wait for `ready` on the child's stdout, send it `sig`, then collect (stdout after it, stderr).
+    The child is killed if anything goes wrong, so no test leaves a job behind."""
+    try:
+        Output(proc.stdout).wait_for(ready, timeout)
+        proc.send_signal(sig)
+        return proc.communicate(timeout=timeout)
+    finally:
+        proc.kill()

@@ -8,10 +8,9 @@ import pickle
 import threading
 from pathlib import Path
 
-import pytest
 
 from conftest import REPO, run_cli
-from troubleshoot.engine import conditions, loader, yamldoc
+from troubleshoot.engine import conditions, loader
 from troubleshoot.engine.ruleset import load_ruleset
 
 RULE = """\

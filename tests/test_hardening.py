@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from conftest import REPO, run_cli
-from troubleshoot.fixes import executor, files, journal
+from troubleshoot.fixes import executor, journal
 from troubleshoot.fixes.plan import Plan, WriteFile
 
 sys.path.insert(0, str(REPO / "benchmarks"))

@@ -12,7 +12,7 @@ from troubleshoot.engine.ruleset import load_ruleset
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.fixes import files
 from troubleshoot_fixers.framework import MatchFrameworkToDriver
-from troubleshoot_fixers.system import BlacklistNouveau, RamDisk, RaiseNofile, RaiseShm, _family
+from troubleshoot_fixers.system import RamDisk, RaiseNofile, RaiseShm, _family
 
 BASE = json.loads((REPO / "tests" / "fixtures" / "snapshots" / "base.json").read_text())
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from conftest import REPO
-from procwait import Output, read_pty as _read_pty
+from procwait import Output, read_pty as _read_pty, signal_when_ready
 
 torch = pytest.importorskip("torch")
 
@@ -92,12 +92,7 @@ def test_sigterm_is_forwarded(tmp_path):
     log = tmp_path / "job.log"
     proc = _start(["run", "--no-probe", "--no-watch", "--log-to", str(log), "--", sys.executable, "-c", job])
     # "ready" reaches us through the wrapper's pump, which starts after its handlers are installed.
-    try:
-        Output(proc.stdout).wait_for(b"ready")
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=120)
-    finally:
-        proc.kill()
+    out, err = signal_when_ready(proc, signal.SIGTERM)
     assert proc.returncode == 7 and b"got SIGTERM" in out, err
     assert b"got SIGTERM" in log.read_bytes()
 
@@ -111,12 +106,7 @@ def test_sigint_is_forwarded(tmp_path):
            "time.sleep(600)\n")
     log = tmp_path / "job.log"
     proc = _start(["run", "--no-probe", "--no-watch", "--log-to", str(log), "--", sys.executable, "-c", job])
-    try:
-        Output(proc.stdout).wait_for(b"ready")
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=120)
-    finally:
-        proc.kill()
+    out, err = signal_when_ready(proc, signal.SIGINT)
     assert proc.returncode == 130, err
     assert b"KeyboardInterrupt" in log.read_bytes() and b"interrupted" in err
 

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from conftest import REPO
-from procwait import Output, read_pty
+from procwait import read_pty, signal_when_ready
 
 RUN = [sys.executable, "-m", "troubleshoot", "run", "--no-probe", "--no-watch"]
 
@@ -132,12 +132,7 @@ def test_sigterm_to_the_wrapper_kills_a_job_that_ignores_it_after_the_grace_peri
     proc = subprocess.Popen([*RUN, "--grace", "0.5", "--log-to", str(tmp_path / "job.log"), "--", sys.executable,
                              "-c", job], stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                             cwd=REPO)
-    try:
-        Output(proc.stdout).wait_for(b"ready")
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=120)
-    finally:
-        proc.kill()
+    _, err = signal_when_ready(proc, signal.SIGTERM)
     assert proc.returncode == 128 + 9, err
     assert b"killed by signal 9" in err and b"did not exit within the grace period after SIGTERM" in err
 

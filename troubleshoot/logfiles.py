@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import re
 import sys
-import tempfile
 from array import array
 from dataclasses import dataclass
 from typing import BinaryIO
