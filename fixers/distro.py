@@ -39,7 +39,9 @@ def _os_release() -> dict[str, str]:
             text = f.read(1 << 16)
     except OSError:
         return {}
-    return {k: v for k, v in re.findall(r'^(ID|ID_LIKE|VERSION_ID|PRETTY_NAME)=["\']?([^"\'\n]*)', text, re.M)}
+    from troubleshoot.probes.host import os_release_fields
+
+    return os_release_fields(text)
 
 
 def _family_of(words: str) -> str | None:

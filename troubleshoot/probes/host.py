@@ -19,10 +19,15 @@ ENV_NAMES = (
 ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_", "CUDNN_")
 
 
+def os_release_fields(text: str) -> dict[str, str]:
+    """ID, ID_LIKE, VERSION_ID and PRETTY_NAME of an /etc/os-release text (quotes dropped)."""
+    return {k: v for k, v in re.findall(r'^(ID|ID_LIKE|VERSION_ID|PRETTY_NAME)=["\']?([^"\'\n]*)', text, re.M)}
+
+
 def host(ctx: ProbeContext) -> dict:
     os_release = ctx.read("/etc/os-release") or ""
-    m = re.search(r'^PRETTY_NAME="?([^"\n]*)"?', os_release, re.M)
-    fields = {k: v for k, v in re.findall(r'^(ID|ID_LIKE|VERSION_ID)=["\']?([^"\'\n]*)', os_release, re.M)}
+    m = re.search(r'^PRETTY_NAME="?([^"\n]*)"?', os_release, re.M)  # may hold an apostrophe
+    fields = os_release_fields(os_release)
     try:
         user = getpass.getuser()
     except Exception:
