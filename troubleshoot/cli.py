@@ -348,7 +348,7 @@ def cmd_rules(args) -> int:
         # the other subcommands need arguments or change nothing without them.
         sub, args.rules, args.format = "list", [], "text"
     if sub == "why":
-        return cmd_why(args)
+        return cmd_why(args, _plugins(args))
     if sub == "new":
         from troubleshoot import cli_rules_new
 
@@ -489,7 +489,7 @@ def _param_lines(params: dict, indent: str) -> list[str]:
     return out
 
 
-def cmd_why(args) -> int:
+def cmd_why(args, plugins=None) -> int:
     from troubleshoot import pipeline
     from troubleshoot.engine.conditions import UNKNOWN
     from troubleshoot.textsafe import terminal_safe
@@ -505,7 +505,7 @@ def cmd_why(args) -> int:
         for w in loaded.warnings:
             print(f"{PROG}: warning: {w}", file=sys.stderr)
         facts = loaded.facts
-    trace, _ = pipeline.why(args.id, log, args.rules, facts)
+    trace, _ = pipeline.why(args.id, log, args.rules, facts, plugins)
     r = trace.rule
     verdict = "fired" if trace.fired else "did not fire"
     print(f"rule {r.id} ({r.origin}): {verdict}" + (f": {trace.reason}" if trace.reason != verdict else ""))
