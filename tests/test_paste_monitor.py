@@ -19,6 +19,14 @@ def run_facts(*names: str) -> dict:
     return paste.read("".join((PASTED / n).read_text() for n in names)).facts.get("run", {})
 
 
+GPU_LOOP = (PASTED / "query-gpu-csv-low.txt").read_text()  # CPU dumps are read next to a GPU loop
+
+
+def cpu_facts(text: str) -> dict:
+    got = paste.read(GPU_LOOP + text).facts["run"]
+    return {k: v for k, v in got.items() if k not in ("available", "gpu_util_avg", "samples", "io_stall")}
+
+
 @pytest.mark.parametrize("name,expect", [
     ("dmon-dcgm-idle.txt", {"gpu_util_avg": 0.0, "samples": 2}),
     ("query-gpu-csv-healthy.txt", {"gpu_util_avg": 91.1, "samples": 17}),
@@ -32,7 +40,7 @@ def run_facts(*names: str) -> dict:
     ("vmstat-idle.txt", {"iowait_avg": 0.0, "cpu_samples": 3, "read_mb_s": 0.0}),
 ])
 def test_real_monitoring_pastes_read_as_run_facts(name, expect):
-    got = run_facts(name)
+    got = run_facts(name) if "gpu_util_avg" in expect else cpu_facts((PASTED / name).read_text())
     assert {k: got.get(k) for k in expect} == expect, got
 
 
@@ -52,15 +60,15 @@ def test_noheader_csv_loop_takes_its_columns_from_the_command():
 
 def test_since_boot_reports_are_not_the_moment():
     lone_vmstat = (PASTED / "vmstat-idle.txt").read_text().splitlines(keepends=True)[:3]
-    assert "run" not in paste.read("".join(lone_vmstat)).facts
+    assert cpu_facts("".join(lone_vmstat)) == {}
     # A lone `iostat` report is since boot too; its "(8 CPU)" banner alone is not a run (the report
     # of ibgdn/ReadingNotes Chapter-6.md; the second avg-cpu values are ashishsaonerkar99/Cmp#5's).
     iostat = ("Linux 2.6.32-279.19.3.el6.ucloud.x86_64 (vm1)   06/11/2017  _x86_64_    (8 CPU)\n\n"
               "avg-cpu:  %user   %nice %system %iowait  %steal   %idle\n"
               "           0.08    0.00    0.06    0.00    0.00   99.86\n")
-    assert "run" not in paste.read(iostat).facts
+    assert cpu_facts(iostat) == {}
     two = iostat + "\navg-cpu:  %user   %nice %system %iowait  %steal   %idle\n           5.51    0.00    5.16   15.72    0.00   73.61\n"
-    got = paste.read(two).facts["run"]
+    got = cpu_facts(two)
     assert got["iowait_avg"] == 15.7 and got["cpu_count"] == 8 and got["cpu_cores_avg"] == round(0.1067 * 8, 2)
 
 
@@ -70,13 +78,12 @@ def test_mpstat_average_line_and_cpu_banner():
             "10:00:02 AM  all    6.20    0.00    0.50   12.00    0.00    0.10    0.00    0.00    0.00   81.20\n"
             "10:00:03 AM  all    6.00    0.00    0.70   14.00    0.00    0.10    0.00    0.00    0.00   79.20\n"
             "Average:     all    6.10    0.00    0.60   13.00    0.00    0.10    0.00    0.00    0.00   80.20\n")
-    got = paste.read(text).facts["run"]
+    got = cpu_facts(text)
     assert got["iowait_avg"] == 13.0 and got["cpu_count"] == 16 and got["cpu_cores_avg"] == round(0.068 * 16, 2)
 
 
 def test_nproc_is_the_count_the_job_gets():
-    text = (PASTED / "top-percpu-all-busy.txt").read_text() + "$ nproc\n4\n"
-    got = paste.read(text).facts["run"]
+    got = cpu_facts((PASTED / "top-percpu-all-busy.txt").read_text() + "$ nproc\n4\n")
     # nproc (the affinity) is the job's count; the busy cores stay counted over top's 6 CPUs
     assert got["cpu_count"] == 4 and got["cpu_cores_avg"] == 6.0
 
@@ -148,11 +155,30 @@ def test_training_output_is_not_monitoring():
 
 def test_monitor_parsers_run_only_behind_their_needles(monkeypatch):
     calls = []
-    spied = tuple((lambda lines, p=parse: calls.append(p.__name__) or p(lines), needles)
-                  for parse, needles in paste.PARSERS)
-    monkeypatch.setattr(paste, "PARSERS", spied)
-    paste.read((PASTED / "vmstat-idle.txt").read_text())
-    assert calls == ["vmstat"]
+
+    def spy(table):
+        return tuple((lambda lines, p=parse: calls.append(p.__name__) or p(lines), needles) for parse, needles in table)
+
+    monkeypatch.setattr(paste, "PARSERS", spy(paste.PARSERS))
+    monkeypatch.setattr(monitor, "CPU_PARSERS", spy(monitor.CPU_PARSERS))
+    # CPU state alone is read by no scanner: no rule reads it without the GPU's utilisation
+    assert not paste.read((PASTED / "vmstat-idle.txt").read_text() + (PASTED / "top-iowait.txt").read_text())
+    assert calls == []
+    paste.read(GPU_LOOP + (PASTED / "vmstat-idle.txt").read_text())
+    assert [c for c in calls if c != "lsmod"] == ["query_csv", "vmstat"]  # lsmod's "nvidia": the command line
     calls.clear()
-    paste.read("".join(f"Epoch {i} loss 0.{i} 95% | GPU 0 busy\n" for i in range(1000)))
-    assert [c for c in calls if c in {p.__name__ for p, _ in paste.PARSERS if p.__module__ == monitor.__name__}] == []
+    paste.read("".join(f"Epoch {i} loss 0.{i} 95% | GPU 0 busy, cpu 12%\n" for i in range(1000)))
+    assert calls == []
+
+
+def test_cpu_parsers_need_one_of_their_needles():
+    # As test_paste.test_each_parser_needs_one_of_its_needles, for the CPU side of monitoring.
+    checked = 0
+    for path in sorted(PASTED.glob("*.txt")):
+        text = path.read_text()
+        lines = text.split("\n")
+        for parse, needles in monitor.CPU_PARSERS:
+            if parse(lines):
+                checked += 1
+                assert any(paste._holds(text, n) for n in needles), (parse.__name__, path.name)
+    assert checked >= 5

@@ -43,14 +43,11 @@ PARSERS = (
     # A `troubleshoot run --format json` report first: what the watcher measured wins over snapshots.
     (runreport.report, ('"run":',)),
     # Monitoring loops (troubleshoot.paste.monitor): their readings become run.* facts together.
-    (monitor.dmon, ("# gpu", "#gpu", "# Date", "#Date")),
+    # GPU monitoring loops; their CPU-side companions (monitor.CPU_PARSERS) are looked for only
+    # where one of these is found, since no rule reads CPU state without GPU utilisation.
+    (monitor.dmon, ("Idx",)),  # the units line under both dmon headers ("# Idx", "#YYYYMMDD HH:MM:SS Idx")
     (monitor.query_csv, ("utilization.gpu",)),
-    (monitor.tables, ("GPU-Util",)),
-    (monitor.top, ("Cpu(s)", "%Cpu")),
-    (monitor.vmstat, ("swpd",)),
-    (monitor.iostat, ("avg-cpu:",)),
-    (monitor.mpstat, ("%iowait",)),
-    (monitor.cores, ("nproc", "CPU(s):")),
+    (monitor.tables, ("Driver Version:",)),  # the table parser's needle: searched once for both
 )
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -69,7 +66,14 @@ def read(text: str) -> Pasted:
     if "\x1b" in text:  # once over the text, not once per line: most logs have no colour
         text = _ANSI.sub("", text)
     out = Pasted()
-    wanted = [parse for parse, needles in PARSERS if any(_holds(text, n) for n in needles)]
+    held: dict[str, bool] = {}  # a needle two parsers share is searched for once
+
+    def holds(needle: str) -> bool:
+        if needle not in held:
+            held[needle] = _holds(text, needle)
+        return held[needle]
+
+    wanted = [parse for parse, needles in PARSERS if any(holds(n) for n in needles)]
     if not wanted:
         return out
     lines = [t.rstrip("\r") for t in text.split("\n")]
@@ -81,7 +85,11 @@ def read(text: str) -> Pasted:
         if found.readings:
             readings.extend(found.readings)
         _add(out, found, lines)
-    run = monitor.summarise(readings) if readings and "run" not in out.facts else None
+    if readings.gpu and "run" not in out.facts:
+        for parse, needles in monitor.CPU_PARSERS:
+            if any(holds(n) for n in needles):
+                readings.extend(parse(lines))
+    run = monitor.summarise(readings) if readings.gpu and "run" not in out.facts else None
     if run is not None:  # a pasted run report, measured over the whole run, wins over snapshots
         _add(out, run, lines)
     nv = out.facts.get("nvml")

@@ -24,6 +24,9 @@ turns the readings of all scanners into run facts the way the watcher does:
   machine's count (lscpu, the sysstat banner, top's per-CPU lines).
 - run.samples / run.cpu_samples: how many GPU and CPU samples the averages stand on.
 
+The CPU side (CPU_PARSERS) is read only where a GPU loop is found: no rule reads CPU state
+without the GPU's utilisation, and most logs then pay for three substring searches, not eight.
+
 Reports that hold averages since boot rather than the moment (the first `vmstat`/`iostat`
 report, a lone `mpstat` without its Average line, the first of several `top` frames) are
 dropped: they describe the machine's history, not the training.
@@ -209,7 +212,7 @@ def _cpu_fields(rest: str) -> tuple[float, float] | None:
     return max(0.0, 100.0 - f["id"] - iowait - (f.get("st") or 0.0)), iowait
 
 
-def top(lines: list[str]) -> Found | None:
+def top(lines: list[str]) -> Readings:
     frames: list[_Frame] = []
     cur: _Frame | None = None
     cols: list[str] | None = None
@@ -267,7 +270,7 @@ def top(lines: list[str]) -> Found | None:
             r.cpu_count.append((n, 1, min(s[2] for s in f.per_cpu.values())))
         if f.job:
             r.job_cores.append((sum(c for c, _ in f.job) / 100.0, f.job[0][1]))
-    return _found(r)
+    return r
 
 
 # ------------------------------------------------------------------------ vmstat
@@ -277,7 +280,7 @@ _VMSTAT_GROUPS = re.compile(r"^\s*(?:-+time-+\s+)?procs\s+-+memory")
 _CLOCK = re.compile(r"^\d{1,2}:\d{2}:\d{2}$")
 
 
-def vmstat(lines: list[str]) -> Found | None:
+def vmstat(lines: list[str]) -> Readings:
     r = Readings()
     cols: list[str] | None = None
     block: list = []  # (busy, iowait, bi, line) of the rows of one vmstat run
@@ -306,7 +309,7 @@ def vmstat(lines: list[str]) -> Found | None:
         busy = 100 - v["id"] - v["wa"] - v.get("st", 0)
         block.append((max(0, busy), v["wa"], v["bi"], i))
     close()
-    return _found(r)
+    return r
 
 
 # ------------------------------------------------------------------------ iostat and mpstat
@@ -321,7 +324,7 @@ _NOT_A_DISK = re.compile(r"^(?:loop|ram|zram|sr|dm-|md)\d*|^(?:sd[a-z]+|vd[a-z]+
 _IOSTAT_CMD = re.compile(r"\biostat\s+(?:\S+\s+)*-\w*y")
 
 
-def iostat(lines: list[str]) -> Found | None:
+def iostat(lines: list[str]) -> Readings:
     banner = next(((int(m.group("n")), i) for i, t in enumerate(lines) if (m := _SYSSTAT_BANNER.match(t))), None)
     keep_first = any(_IOSTAT_CMD.search(t) for t in lines if "iostat" in t)  # -y: no since-boot report
     reports: list[dict] = []
@@ -358,13 +361,13 @@ def iostat(lines: list[str]) -> Found | None:
             r.read_mb_s.append(rep["read"])
     if banner and (reports or r.cpu):
         r.cpu_count.append((banner[0], 2, banner[1]))
-    return _found(r)
+    return r
 
 
 _MPSTAT_HEAD = re.compile(r"^(?P<t>.*?)\s*\bCPU\s+(?P<cols>%usr\b.*%idle)\s*$")
 
 
-def mpstat(lines: list[str]) -> Found | None:
+def mpstat(lines: list[str]) -> Readings:
     banner = next(((int(m.group("n")), i) for i, t in enumerate(lines) if (m := _SYSSTAT_BANNER.match(t))), None)
     cols: list[str] | None = None
     rows, average, cpus = [], None, set()
@@ -405,7 +408,7 @@ def mpstat(lines: list[str]) -> Found | None:
         r.cpu_count.append((banner[0], 2, banner[1]))
     elif r.cpu and cpus:
         r.cpu_count.append((len(cpus), 2, r.cpu[0].line))
-    return _found(r)
+    return r
 
 
 # ------------------------------------------------------------------------ nproc, lscpu
@@ -414,7 +417,7 @@ _NPROC = re.compile(r"(?:^|[$#>]\s*)nproc(?P<all>\s+--all)?\s*$")
 _LSCPU = re.compile(r"^\s*CPU\(s\):\s+(?P<n>\d+)\s*$")
 
 
-def cores(lines: list[str]) -> Found | None:
+def cores(lines: list[str]) -> Readings:
     r = Readings()
     for i, text in enumerate(lines):
         m = _NPROC.search(text) if "nproc" in text else None
@@ -427,7 +430,17 @@ def cores(lines: list[str]) -> Found | None:
         m = _LSCPU.match(text) if "CPU(s):" in text else None
         if m:
             r.cpu_count.append((int(m.group("n")), 2, i))
-    return _found(r)
+    return r
+
+
+# The CPU side, with the literal strings each dump cannot lack: read only next to a GPU loop.
+CPU_PARSERS = (
+    (top, ("Cpu",)),  # "%Cpu(s):", "%Cpu0  :", procps 3.2's "Cpu(s):"
+    (vmstat, ("swpd",)),
+    (iostat, ("%iowait",)),  # the avg-cpu header; searched once for both
+    (mpstat, ("%iowait",)),
+    (cores, ("nproc", "CPU(s):")),
+)
 
 
 # ------------------------------------------------------------------------ readings -> run facts
@@ -454,8 +467,8 @@ def _gpu_average(series: list[list[tuple[str | None, float, int]]]):
 def summarise(r: Readings) -> Found | None:
     """The run facts of all the monitoring output found, with the line behind each."""
     util, gpu_line, points = _gpu_average(r.gpu)
-    if util is None and not r.cpu and not r.job_cores:
-        return None  # a core count alone says nothing about a run
+    if util is None:
+        return None  # no rule reads CPU state without the GPU's utilisation
     found = Found()
     if util is not None:
         found.put("run", "gpu_util_avg", util, gpu_line)
