@@ -4,7 +4,8 @@ A user who pastes `nvidia-smi`, `nvidia-smi -q`, `lsmod`, `lspci -vv`, `ldconfig
 `pip list`/`conda list` or `python -m torch.utils.collect_env` next to an error has given the
 same facts a probe would read; one who pastes monitoring loops (`nvidia-smi dmon`, `top`,
 `vmstat`, `iostat`...) or a `troubleshoot run --format json` report has given the `run.*`
-facts `troubleshoot run`'s watcher measures (troubleshoot.paste.monitor, .runreport). `read()` turns them into facts in the snapshot's shape, and
+facts `troubleshoot run`'s watcher measures (troubleshoot.paste.monitor, .runreport). `read()`
+turns them into facts in the snapshot's shape, and
 `merge()` lays them over the probed facts (or stands alone with --no-probe), recording per fact
 the pasted line that showed it, so that a diagnosis names that line as evidence.
 
@@ -42,10 +43,10 @@ PARSERS = (
     (dumps.environment, tuple(f"{name}=" for name in dumps.PASTED_ENV)),
     # A `troubleshoot run --format json` report first: what the watcher measured wins over snapshots.
     (runreport.report, ('"run":',)),
-    # Monitoring loops (troubleshoot.paste.monitor): their readings become run.* facts together.
-    # GPU monitoring loops; their CPU-side companions (monitor.CPU_PARSERS) are looked for only
-    # where one of these is found, since no rule reads CPU state without GPU utilisation.
-    (monitor.dmon, ("Idx",)),  # the units line under both dmon headers ("# Idx", "#YYYYMMDD HH:MM:SS Idx")
+    # GPU monitoring loops (troubleshoot.paste.monitor): their readings become run.* facts together;
+    # the CPU-side dumps (monitor.CPU_PARSERS) are looked for only where one of these is found,
+    # since no rule reads CPU state without GPU utilisation.
+    (monitor.dmon, ("Idx",)),  # the units line ("# Idx     W ...") dmon prints under its header
     (monitor.query_csv, ("utilization.gpu",)),
     (monitor.tables, ("Driver Version:",)),  # the table parser's needle: searched once for both
 )
