@@ -56,7 +56,8 @@ def quick_exit_driver(early=None):
         def disable_input(self) -> None:
             if not self.quitting or self.exit_event.is_set():
                 return super().disable_input()
-            signal.signal(signal.SIGWINCH, signal.SIG_DFL)
+            if threading.current_thread() is threading.main_thread():  # not from _leave_now's thread
+                signal.signal(signal.SIGWINCH, signal.SIG_DFL)
             self._disable_mouse_support()
             self.exit_event.set()
             try:

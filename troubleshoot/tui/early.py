@@ -130,6 +130,8 @@ class EarlyKeys:
                 self._stop_jobs()  # probes' children killed, a scan told to stop
             if leave is not None:
                 leave()
-            termios.tcsetattr(self.fd, termios.TCSANOW, self.saved)
         finally:
-            os._exit(0)
+            try:
+                termios.tcsetattr(self.fd, termios.TCSANOW, self.saved)
+            finally:
+                os._exit(0)
