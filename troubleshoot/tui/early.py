@@ -64,22 +64,20 @@ class EarlyKeys:
         return early
 
     def _watch(self) -> None:
-        while True:
+        try:
+            ready = select.select([self.fd, self._wake_r], [], [])[0]
+        except OSError:
+            return
+        with self._lock:
+            if not self._watching or self._wake_r in ready:
+                return
             try:
-                ready = select.select([self.fd, self._wake_r], [], [])[0]
+                data = os.read(self.fd, 4096)  # all there is: a key's escape sequence comes in one write
             except OSError:
                 return
-            with self._lock:
-                if not self._watching or self._wake_r in ready:
-                    return
-                try:
-                    data = os.read(self.fd, 4096)
-                except OSError:
-                    return
-                if data[:1] in QUIT_BYTES:
-                    self._exit(None)
-                self._typed, self._key_seen = data, bool(data)
-                return  # the rest is typed for the app
+            if data[:1] in QUIT_BYTES:
+                self._exit(None)
+            self._typed, self._key_seen = data, bool(data)  # the rest stays in the terminal for the app
 
     def handover(self) -> str:
         """The driver takes the terminal: stop watching; the text typed so far, for its parser."""
