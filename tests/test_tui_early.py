@@ -18,6 +18,7 @@ import time
 import pytest
 
 from conftest import REPO
+from procwait import Output
 
 ALT_SCREEN = b"\x1b[?1049h"  # Textual has taken the terminal
 
@@ -215,7 +216,7 @@ def run_early(term, keys: bytes, body: str, go: bool = True) -> tuple[int, str]:
                             pass_fds=(go_r,), env={**os.environ, "GO": str(go_r)}, start_new_session=True)
     os.close(go_r)
     try:
-        assert proc.stdout.readline() == b"started\n"
+        Output(proc.stdout).wait_for(b"started")
         term.type(keys)
         if go:
             os.write(go_w, b"x")
