@@ -244,7 +244,7 @@ class TroubleshootApp(App):
 
     def _load_rules(self) -> None:
         def job(cancel):
-            from troubleshoot import pipeline  # imported here, not on the app's thread: ~50 ms before the first frame
+            from troubleshoot import pipeline  # ~50 ms of imports the app's thread (keys, drawing) does not wait for
 
             return pipeline.load_rules(self.rule_dirs, self.plugins)
 
@@ -540,7 +540,7 @@ class TroubleshootApp(App):
         return self.diagnoses[table.cursor_row]
 
     def _show_detail(self, d) -> None:
-        from troubleshoot.report.text import action_line  # with the model: loaded by the rules job, not before the first frame
+        from troubleshoot.report.text import action_line  # and the model: the rules job loads them, after the first frame
 
         head = Text()
         head.append(f"{views.SEV_MARK.get(d.severity, views.safe(d.severity))}  ",

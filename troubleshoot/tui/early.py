@@ -13,10 +13,11 @@ handles keys once its message loop runs, after the first screen is mounted). Two
    first key can mean "quit": after `p` (the paste area) a `q` is text, and the app decides that.
 2. From the driver's start until the first frame is drawn: Textual already parses input, but
    keys wait behind composing, styling and laying out the screen (~0.2 s, more under load). The
-   driver shows its first key here; a `q`/ctrl+q stops the app's background jobs (if `on_mount`
-   has started any: it registers their stop before it starts one, under the lock an exit holds,
-   so no probe's child is left behind), leaves application mode and ends the process. Until the
-   first frame nobody has seen anything a first key could mean other than what it means at start.
+   driver shows its first key here; a `q`/ctrl+q leaves application mode and ends the process.
+   The app's jobs start after the first frame; should one start before, `on_mount` has
+   registered their stop (under the lock an exit holds) and the exit calls it first, so no
+   probe's child is left behind. Until the first frame nobody has seen anything a first key
+   could mean other than what it means at start.
 
 ctrl+c keeps its meaning in each: the terminal's interrupt (exit 130) before the driver starts,
 Textual's hint to press ctrl+q after.
