@@ -867,8 +867,8 @@ class TroubleshootApp(App):
     async def action_quit(self) -> None:
         # Stop first: probes stop waiting and their children die, a scan stops at its next chunk.
         self.bg.stop()
-        if hasattr(self._driver, "quitting"):
-            self._driver.quitting = True
+        if hasattr(self._driver, "exit_now"):  # the `tui` command: the process ends in there
+            self._driver.exit_now()
         self.exit()
 
     def on_unmount(self) -> None:
