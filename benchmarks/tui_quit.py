@@ -12,8 +12,9 @@ terminal restored). Scenarios:
 
 usage: python benchmarks/tui_quit.py [SCENARIO ...] [--runs N] [--no-compile]   (needs tmux)
 The 1 GB log is generated once under $TMPDIR (not in the repository). The package is byte-compiled
-first, as `pip install` does (its __pycache__ is git-ignored): without it a start also compiles
-~60 modules, which a user's start never does (PYTHONDONTWRITEBYTECODE keeps a dev tree without).
+first, as `pip install` does (its __pycache__ is git-ignored): without it every start compiles each
+of its modules it imports, which a user's start never does (PYTHONDONTWRITEBYTECODE=1 keeps a dev
+tree without bytecode).
 """
 
 from __future__ import annotations
