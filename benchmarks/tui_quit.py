@@ -88,10 +88,14 @@ def main() -> int:
         scan_bench.generate(log, 1024)
     # A session that outlives the runs keeps the server up: its start is not timed with the TUI's.
     subprocess.run([*TMUX, "new-session", "-d", "-s", "keep", "sleep 3600"], check=True)
+    socket = subprocess.run([*TMUX, "display-message", "-p", "#{socket_path}"], capture_output=True,
+                            text=True).stdout.strip()
     try:
         run_all(args, log)
     finally:
         subprocess.run([*TMUX, "kill-server"], capture_output=True)
+        if socket:
+            Path(socket).unlink(missing_ok=True)  # the server leaves it behind
     return 0
 
 
