@@ -313,12 +313,19 @@ def cmd_tui(args) -> int:
             build_parser().print_help()
             return 0
         raise TroubleshootError("the TUI needs a terminal; use `troubleshoot diagnose` in scripts")
-    from troubleshoot.tui.app import run_tui
+    from troubleshoot.tui.early import EarlyKeys
 
-    return run_tui(log=getattr(args, "log", None), snapshot=getattr(args, "snapshot", None),
-                   rules=getattr(args, "rules", []), follow=getattr(args, "follow", None),
-                   root=getattr(args, "root", None), probe=not getattr(args, "no_probe", False),
-                   plugins=_plugins(args), fast_exit=True)
+    early = EarlyKeys.start(sys.stdin.fileno())  # `q` works from here on, before Textual is imported
+    try:
+        from troubleshoot.tui.app import run_tui
+
+        return run_tui(log=getattr(args, "log", None), snapshot=getattr(args, "snapshot", None),
+                       rules=getattr(args, "rules", []), follow=getattr(args, "follow", None),
+                       root=getattr(args, "root", None), probe=not getattr(args, "no_probe", False),
+                       plugins=_plugins(args), fast_exit=True, early=early)
+    finally:
+        if early is not None:
+            early.finish()
 
 
 def cmd_probe(args) -> int:
