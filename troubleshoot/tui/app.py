@@ -705,6 +705,8 @@ class TroubleshootApp(App):
         except OSError:
             return
         if size != self.follow_offset:
+            if self.scanning_key == (self.log_path, self.pasted):
+                return  # diagnose() would drop this request: look again at the next poll
             self.follow_offset = size
             self.scan_key = None
             self.diagnose()
