@@ -394,3 +394,8 @@ def database(sources: list[str], compile_if_missing: bool = True,
         return None
     single = frozenset(single)
     return _database_cached(_key(sources, single), tuple(sources), single, compile_if_missing)
+
+
+def scratch(db):
+    """Scratch space for one more thread scanning with `db` at the same time as others."""
+    return _hs.Scratch(db)
