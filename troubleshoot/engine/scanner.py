@@ -52,6 +52,9 @@ MAX_EVIDENCE_CHARS = 400
 # One leading \x1b (not one per alternative): `re` then skips to each escape at memchr speed.
 ANSI_BYTES = re.compile(rb"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 _CR_TO_LF = bytes.maketrans(b"\r", b"\n")
+# Gathering a chunk's coloured lines costs per line, stripping the whole chunk per byte: with more
+# than one coloured line per this many bytes (a log coloured throughout) whole chunks are stripped.
+COLOURED_LINE_BYTES = 1024
 
 MAX_PARTS = 64  # distinct values of a split capture kept per group
 
@@ -255,6 +258,9 @@ class _Candidates:
         """Worker threads that can run this finder's first pass (None: it runs in one thread)."""
         return None
 
+    def stripped(self, escapes: int, size: int) -> None:
+        """Hears how many escape sequences were stripped from the last chunk of `size` bytes."""
+
     def spans(self, chunk: bytes, end: int) -> Iterable[tuple[int, int, Sequence[int] | None]]:
         """Yield (line_start, line_end, pattern indices or None for 'try all') for the lines of
         chunk[:end] (all of it unless the finder is `zero_copy`)."""
@@ -302,7 +308,9 @@ class _Re2Candidates(_Candidates):
             start, end = _line_span(chunk, m.start())
             pos = end + 1
             active = self.active
-            yield start, end, [active[k] for k in self.set.Match(scan[start:end])]
+            # In pattern order, as the other engines give them: the first pattern of a group that
+            # matches supplies the evidence span.
+            yield start, end, sorted(active[k] for k in self.set.Match(scan[start:end]))
             if self.dirty:
                 self._build()
 
@@ -467,6 +475,7 @@ class _HyperscanCandidates(_Candidates):
         self.sources = sources
         self.retired: set[int] = set()
         self._context = None  # (database, subset index -> pattern index), built when first needed
+        self.strip_all = False  # strip whole chunks (see COLOURED_LINE_BYTES)
         super().__init__(patterns)
 
     def _build(self) -> None:
@@ -486,7 +495,13 @@ class _HyperscanCandidates(_Candidates):
 
     @property
     def raw_ansi(self) -> bool:
-        return self.rest is None  # the next engine reads whole chunks, escapes stripped
+        # The next engine reads whole chunks, escapes stripped; so does this one in a log
+        # coloured throughout.
+        return self.rest is None and not self.strip_all
+
+    def stripped(self, escapes: int, size: int) -> None:
+        if escapes * COLOURED_LINE_BYTES < size:
+            self.strip_all = False  # the colour is gone: coloured lines are gathered again
 
     def start(self, chunk, end: int, pool=None) -> "_Prefilter":
         """Begin the database's pass over chunk[:end]: in `pool`'s threads when given (one part
@@ -495,15 +510,21 @@ class _HyperscanCandidates(_Candidates):
         if pool is None:
             view = chunk if end == len(chunk) else memoryview(chunk)[:end]
             found = scanpool.reports(self.db, view)
-            escaped = _Escaped(chunk, end) if coloured else None
+            escaped = self._escaped(chunk, end) if coloured else None
             if escaped is not None:
                 found += escaped.reports(scanpool.reports(self.db, escaped.text))
             return _Prefilter(found, escaped=escaped)
         with memoryview(chunk) as whole:
             jobs = [pool.submit(whole[a:b], a) for a, b in _parts(chunk, end, pool.size)]
         # The coloured lines are gathered while the threads scan the raw parts.
-        escaped = _Escaped(chunk, end) if coloured else None
+        escaped = self._escaped(chunk, end) if coloured else None
         return _Prefilter(None, jobs, escaped, pool.submit(escaped.text) if escaped is not None else None)
+
+    def _escaped(self, chunk, end: int) -> "_Escaped":
+        escaped = _Escaped(chunk, end)
+        if len(escaped.starts) * COLOURED_LINE_BYTES > end:
+            self.strip_all = True  # from the next chunk on, while the colour lasts
+        return escaped
 
     def spans(self, chunk, end: int, prefilter: "_Prefilter | None" = None):
         if prefilter is None:
@@ -922,8 +943,10 @@ def _prepared(buf: bytearray, end: int, finder: _Candidates) -> tuple[bytes | by
     if buf.find(b"\x1b", 0, end) >= 0:
         # Never removes a newline, so line numbers hold.
         with memoryview(buf) as view:
-            chunk = ANSI_BYTES.sub(b"", view[:end])
+            chunk, escapes = ANSI_BYTES.subn(b"", view[:end])
+        finder.stripped(escapes, end)
         return chunk, len(chunk)
+    finder.stripped(0, end)
     if finder.zero_copy:
         return buf, end
     with memoryview(buf) as view:
