@@ -468,13 +468,18 @@ class _HyperscanCandidates(_Candidates):
 
     def __init__(self, patterns, found, rest: "_SubsetCandidates | None", single: frozenset[int],
                  sources: list[str]):
+        from troubleshoot.engine import hsdb
+
         self.db = found.db
+        # Its own scratch space: the database is shared (cached per process) and another thread
+        # may be scanning with it at the same time.
+        self.scratch = hsdb.scratch(found.db)
         self.shared = found.shared
         self.rest = rest
         self.single = single
         self.sources = sources
         self.retired: set[int] = set()
-        self._context = None  # (database, subset index -> pattern index), built when first needed
+        self._context = None  # (database, subset index -> pattern index, ..., scratch), built when first needed
         self.strip_all = False  # strip whole chunks (see COLOURED_LINE_BYTES)
         super().__init__(patterns)
 
@@ -509,10 +514,10 @@ class _HyperscanCandidates(_Candidates):
         coloured = self.raw_ansi and chunk.find(b"\x1b", 0, end) >= 0
         if pool is None:
             view = chunk if end == len(chunk) else memoryview(chunk)[:end]
-            found = scanpool.reports(self.db, view)
+            found = scanpool.reports(self.db, view, 0, self.scratch)
             escaped = self._escaped(chunk, end) if coloured else None
             if escaped is not None:
-                found += escaped.reports(scanpool.reports(self.db, escaped.text))
+                found += escaped.reports(scanpool.reports(self.db, escaped.text, 0, self.scratch))
             return _Prefilter(found, escaped=escaped)
         with memoryview(chunk) as whole:
             jobs = [pool.submit(whole[a:b], a) for a, b in _parts(chunk, end, pool.size)]
@@ -559,21 +564,22 @@ class _HyperscanCandidates(_Candidates):
             order = sorted(self.single)
             found = hsdb.database([self.sources[i] for i in order])
             if found is None:
-                self._context = (None, order, {})
+                self._context = (None, order, {}, None)
             else:
                 shared = {order[k]: tuple(order[j] for j in v) for k, v in found.shared.items()}
-                self._context = (found.db, order, shared)
-        db, order, shared = self._context
+                self._context = (found.db, order, shared, hsdb.scratch(found.db))
+        db, order, shared, scratch = self._context
         if db is None:
             return
         frm = chunk.find(b"\n", max(min(pending.values()) - 1, 0), end) + 1
         if frm <= 0:
             return
         with memoryview(chunk) as view:
-            reports = [(r >> 20) + frm << 20 | order[r & 0xFFFFF] for r in scanpool.reports(db, view[frm:end])]
+            reports = [(r >> 20) + frm << 20 | order[r & 0xFFFFF]
+                       for r in scanpool.reports(db, view[frm:end], 0, scratch)]
         if escaped is not None:
             reports += [(r >> 20) << 20 | order[r & 0xFFFFF]
-                        for r in escaped.reports(scanpool.reports(db, escaped.text))]
+                        for r in escaped.reports(scanpool.reports(db, escaped.text, 0, scratch))]
         reports.sort()
         retired = self.retired
         for lo, hi, idxs in self._lines(chunk, reports, end, shared):

@@ -56,7 +56,8 @@ def read(text: str) -> Pasted:
     if "\x1b" in text:  # once over the text, not once per line: most logs have no colour
         text = _ANSI.sub("", text)
     out = Pasted()
-    wanted = [parse for parse, needles in PARSERS if any(_holds(text, n) for n in needles)]
+    present = _needles_in(text)
+    wanted = [parse for parse, needles in PARSERS if any(n in present for n in needles)]
     if not wanted:
         return out
     lines = [t.rstrip("\r") for t in text.split("\n")]
@@ -77,8 +78,26 @@ def read(text: str) -> Pasted:
     return out
 
 
-def _holds(text: str, needle: str) -> bool:
-    return needle in text or (needle[0] == "\n" and text.startswith(needle[1:]))
+# Below this many characters a search per needle costs less than loading the database for all.
+ONE_PASS_CHARS = 64 << 10
+
+
+def _needles_in(text: str) -> set[str]:
+    """The parsers' needles that `text` holds (one starting with "\\n" also at its very start)."""
+    needles = tuple(dict.fromkeys(n for _, ns in PARSERS for n in ns))
+    found = None
+    if len(text) >= ONE_PASS_CHARS:
+        from troubleshoot.engine import hsdb
+
+        # All needles are ASCII, and UTF-8 spells no other character with an ASCII byte: a
+        # needle is in the text exactly when its bytes are in the text's UTF-8.
+        found = hsdb.literals_found(needles, text.encode("utf-8", "surrogatepass"))
+    if found is None:  # a short text, or no hyperscan
+        present = {n for n in needles if n in text}
+    else:
+        present = {needles[i] for i in found}
+    present.update(n for n in needles if n[0] == "\n" and text.startswith(n[1:]))
+    return present
 
 
 def _merge_area(into: dict, new: dict) -> None:
