@@ -812,23 +812,23 @@ def scan_stream(stream: BinaryIO, patterns: Sequence[ScanPattern], backend: str 
     finder.verifiers = _Verifiers(patterns, backend)
     if threads is None:
         threads = scanpool.scan_threads(size, PARALLEL_MIN_BYTES)
-    pool = finder.pool(threads) if threads else None
     hits: dict[tuple[str, str], GroupHits] = {}
     line_base = 1
-    # With a pool, two buffers: the next chunk is read, and its database pass begun in the
-    # pool's threads, before the current one is verified here (in chunk order, as without).
-    chunks = _Chunks(stream, chunk_size, 2 if pool is not None else 1, progress)
-
-    def next_chunk():
-        if cancel is not None and cancel.is_set():
-            raise ScanCancelled()
-        got = chunks.next()
-        if got is None:
-            return None
-        chunk, end = _prepared(got[0], got[1], finder)
-        return chunk, end, got[2], (finder.start(chunk, end, pool) if pool is not None else None)
-
+    pool = finder.pool(threads) if threads else None
     try:
+        # With a pool, two buffers: the next chunk is read, and its database pass begun in the
+        # pool's threads, before the current one is verified here (in chunk order, as without).
+        chunks = _Chunks(stream, chunk_size, 2 if pool is not None else 1, progress)
+
+        def next_chunk():
+            if cancel is not None and cancel.is_set():
+                raise ScanCancelled()
+            got = chunks.next()
+            if got is None:
+                return None
+            chunk, end = _prepared(got[0], got[1], finder)
+            return chunk, end, got[2], (finder.start(chunk, end, pool) if pool is not None else None)
+
         held = next_chunk()
         while held is not None:
             after = next_chunk() if pool is not None else None
