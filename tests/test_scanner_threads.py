@@ -133,3 +133,41 @@ def test_thread_count_follows_the_cores_and_the_input(monkeypatch):
     assert scanpool.scan_threads(1 << 20, 4 << 20) == 0  # a small log
     monkeypatch.setenv("TROUBLESHOOT_SCAN_THREADS", "0")
     assert scanpool.scan_threads(1 << 30, 4 << 20) == 0
+
+
+def test_the_size_of_what_is_left_decides(tmp_path, monkeypatch):
+    """The pipeline reads a log's head ahead (logfiles.Peeked): the scanner still learns how
+    much is left, so a small log is scanned in one thread and a large one with workers."""
+    from troubleshoot import logfiles, pipeline
+    from troubleshoot.engine.ruleset import load_ruleset
+
+    b = io.BytesIO(b"x\n" * 5000)
+    b.read(10)
+    assert scanner._stream_size(b) == 9990
+    log = tmp_path / "train.log"
+    log.write_bytes(mixed_log(2000))
+    with open(log, "rb") as f:
+        peeked = logfiles.Peeked(f.read(100), f)
+        assert scanner._stream_size(peeked) == log.stat().st_size
+    r, w = __import__("os").pipe()
+    with open(r, "rb") as pipe, open(w, "wb"):
+        assert scanner._stream_size(logfiles.Peeked(b"abc", pipe)) is None
+
+    started = []
+    real_pool = scanpool.Pool
+
+    def recording_pool(*a, **k):
+        started.append(a[1])
+        return real_pool(*a, **k)
+
+    monkeypatch.setattr(scanpool, "Pool", recording_pool)
+    monkeypatch.delenv("TROUBLESHOOT_SCAN_THREADS", raising=False)
+    monkeypatch.setattr(scanpool.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    ruleset = load_ruleset(use_config=False)
+    monkeypatch.setenv("TROUBLESHOOT_SCAN_ENGINE", "hyperscan")
+    pipeline.run(str(log), ruleset=ruleset)
+    assert started == []  # below PARALLEL_MIN_BYTES
+    monkeypatch.setattr(scanner, "PARALLEL_MIN_BYTES", 1024)
+    pipeline.run(str(log), ruleset=ruleset)
+    assert started == [2]
+    assert scan_threads_alive() == []

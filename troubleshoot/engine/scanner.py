@@ -408,13 +408,20 @@ class ScanCancelled(Exception):
 
 
 def _stream_size(stream) -> int | None:
-    """Bytes left in a regular file or an in-memory stream; None for pipes and the unknown."""
-    getbuffer = getattr(stream, "getbuffer", None)
-    if getbuffer is not None:
+    """Bytes left in a regular file, an in-memory stream or a stream that tells (`bytes_left()`,
+    as logfiles.Peeked does); None for pipes and the unknown."""
+    if isinstance(stream, io.BytesIO):
+        # Not len(getbuffer()): that copies the bytes the stream still shares with its caller.
         try:
-            return len(getbuffer()) - stream.tell()
+            at = stream.tell()
+            end = stream.seek(0, io.SEEK_END)
+            stream.seek(at)
         except (ValueError, OSError):
             return None
+        return end - at
+    bytes_left = getattr(stream, "bytes_left", None)
+    if bytes_left is not None:
+        return bytes_left()
     try:
         st = os.fstat(stream.fileno())
     except (AttributeError, ValueError, OSError, io.UnsupportedOperation):
