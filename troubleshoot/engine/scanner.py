@@ -1,13 +1,15 @@
 """Streaming log scanner: finds which patterns match on which lines of a log of any size.
 
-The log is read into one reused buffer in newline-aligned chunks of about 1 MiB. A fast
+The log is read into a reused buffer in newline-aligned chunks of about 1 MiB. A fast
 engine finds the few candidate lines of each chunk — hyperscan (all patterns in one compiled
 database, cached on disk), else RE2 (one combined program), else a literal prefilter (pure
 Python) — and only those lines are decoded, cleaned and verified with the pattern's own regex
 (RE2 where installed, else `re`), which decides the match and extracts captures. All three
-engines give identical results: the fast pass only proposes lines. Memory stays bounded and
-does not grow with the log: one buffer, and per pattern group a count, the first and last
-few lines and the latest captures, never the lines themselves.
+engines give identical results: the fast pass only proposes lines. hyperscan's pass over the
+next chunk runs in worker threads (scanpool) while this thread verifies the current one, in
+chunk order, with a second buffer. Memory stays bounded and does not grow with the log: one or
+two buffers, and per pattern group a count, the first and last few lines and the latest
+captures, never the lines themselves.
 
 Line numbers count `\\n` like `grep -n`. A `\\r` inside a line (progress bars) splits it into
 segments that are matched separately; ANSI escape sequences are removed before matching;

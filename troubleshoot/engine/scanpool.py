@@ -20,8 +20,9 @@ MAX_THREADS = 4
 
 
 def scan_threads(size: int | None, min_bytes: int) -> int:
-    """Worker threads worth starting for an input of `size` bytes (None: unknown, a pipe): none
-    on a single core (or what $TROUBLESHOOT_SCAN_THREADS allows) or for a small input."""
+    """Worker threads worth starting for an input of `size` bytes (None: unknown, a pipe): one per
+    core up to MAX_THREADS, none on a single core or for an input under `min_bytes`.
+    $TROUBLESHOOT_SCAN_THREADS, when set, is the number (0: the scan stays in one thread)."""
     env = os.environ.get("TROUBLESHOOT_SCAN_THREADS", "").strip()
     if env.isdigit():
         return min(int(env), MAX_THREADS)
