@@ -18,6 +18,14 @@ PRODUCTION = "580"  # the current production (long-term support) branch
 LAST_PROPRIETARY_ONLY_GPUS = "580"  # Maxwell/Pascal/Volta: no branch after this one
 OPEN_MIN_CC = 7.5  # Turing
 GUIDE = "https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/"
+# Debian/Ubuntu: "Starting with branch 590, the Ubuntu packages have been renamed by removing
+# the branch designation from the package name. Switching branches, installing specific driver
+# versions, and upgrade or downgrade requirements will be supported through version locking
+# (pinning) packages" (the guide's "Ubuntu 590 and later packages"); `nvidia-driver-pinning-580`
+# exists too, and the guide suggests "installing the pinning package prior to installing the
+# driver". Checked against public install scripts for 580, 590, 595 and 610 (2026-12).
+APT_PINNING_FROM = 580
+UNVERSIONED_APT_FROM = 590
 REPO = "https://developer.download.nvidia.com/compute/cuda/repos"
 
 
@@ -37,12 +45,16 @@ def commands(distro, branch: str, open_modules: bool, machine: str | None) -> In
     fm_enable = "sudo systemctl enable --now nvidia-fabricmanager"
     if distro.family == "debian":
         slug = f"ubuntu{(distro.version or '').replace('.', '')}" if os_id == "ubuntu" else f"debian{major}"
-        pkg = f"nvidia-open-{branch}" if open_modules else f"cuda-drivers-{branch}"
+        # From 590 the packages lost the branch from their names and a pinning package holds
+        # the branch; 580 has both (the pinning package first, as the guide suggests).
+        renamed = int(branch) >= UNVERSIONED_APT_FROM
+        suffix = "" if renamed else f"-{branch}"
+        pkg = ("nvidia-open" if open_modules else "cuda-drivers") + suffix
+        pin = (f"sudo apt-get install -y nvidia-driver-pinning-{branch}",) if int(branch) >= APT_PINNING_FROM else ()
         return Install((f"wget {REPO}/{slug}/{arch}/cuda-keyring_1.1-1_all.deb",
                         "sudo dpkg -i cuda-keyring_1.1-1_all.deb",
-                        "sudo apt-get update",
-                        f"sudo apt-get install -y {pkg}"),
-                       (f"sudo apt-get install -y nvidia-fabricmanager-{branch}", fm_enable))
+                        "sudo apt-get update") + pin + (f"sudo apt-get install -y {pkg}",),
+                       (f"sudo apt-get install -y nvidia-fabricmanager{suffix}", fm_enable))
     if distro.family == "redhat":
         if os_id == "fedora":
             slug, lock = f"fedora{major}", True

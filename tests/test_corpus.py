@@ -33,7 +33,10 @@ CORPORA = sorted(p for p in (REPO / "tests" / "corpus").glob("*.yaml") if p.name
 # old NCCL's "Socket creation failed", data time timed apart from the step, memory copied one value
 # per epoch (nvidia-smi "used / total", YOLO rows), collect_env rows without a colon, pre-11 CUDA
 # minor releases needing a newer driver.
-THRESHOLDS = {"independent-c.yaml": (0.85, 0.95), "independent-d.yaml": (0.95, 0.95)}
+# independent-e (session 18, the input-pipeline family collected blind): 0.300 before any rule for it,
+# 0.600 after rules written from other threads (6/10, negatives 11/11); 3 of the 4 misses are prose only.
+THRESHOLDS = {"independent-c.yaml": (0.85, 0.95), "independent-d.yaml": (0.95, 0.95),
+              "independent-e.yaml": (0.6, 0.95)}
 
 
 @pytest.fixture(scope="module")

@@ -224,7 +224,8 @@ def gpus(*ccs):
 @pytest.mark.parametrize("host, wants, never", [
     ({"os_id": "ubuntu", "os_id_like": "debian", "os_version_id": "22.04"},
      ["repos/ubuntu2204/x86_64/cuda-keyring_1.1-1_all.deb", "sudo dpkg -i cuda-keyring_1.1-1_all.deb",
-      "sudo apt-get install -y nvidia-open-580"], ["dnf", "ubuntu-drivers"]),
+      "sudo apt-get install -y nvidia-driver-pinning-580", "sudo apt-get install -y nvidia-open-580"],
+     ["dnf", "ubuntu-drivers"]),
     ({"os_id": "debian", "os_version_id": "12"}, ["repos/debian12/x86_64/", "nvidia-open-580"], []),
     ({"os_id": "rocky", "os_id_like": "rhel centos fedora", "os_version_id": "9.3"},
      ["repos/rhel9/x86_64/cuda-rhel9.repo", "sudo dnf module enable -y nvidia-driver:580-open",
@@ -257,7 +258,10 @@ def test_upgrade_driver_proposes_a_current_branch_not_the_oldest_that_works():
     pl = plan(UpgradeDriver(), s)
     assert pl.meta["branch"] == "580" and "Needed: ≥ 525.60.13" in texts(pl) and "nvidia-open-525" not in texts(pl)
     newer = plan(UpgradeDriver(), s, min_version="590.44.01")
-    assert newer.meta["branch"] == "590" and "nvidia-open-590" in texts(newer)
+    # From 590 apt's packages carry no branch; the pinning package holds the branch.
+    text = texts(newer)
+    assert newer.meta["branch"] == "590" and "nvidia-open-590" not in text
+    assert text.index("sudo apt-get install -y nvidia-driver-pinning-590") < text.index("sudo apt-get install -y nvidia-open\n")
 
 
 def test_upgrade_driver_adds_the_same_branchs_fabric_manager_on_nvswitch_systems():
@@ -266,6 +270,8 @@ def test_upgrade_driver_adds_the_same_branchs_fabric_manager_on_nvswitch_systems
     s["fabric_manager"] = {"available": True, "nvswitch_count": 4, "installed": False}
     text = texts(plan(UpgradeDriver(), s))
     assert "sudo apt-get install -y nvidia-fabricmanager-580" in text
+    s["frameworks"]["torch"] = {"version": "2.10.0+cu131", "cuda": "13.1"}
+    assert "sudo apt-get install -y nvidia-fabricmanager\n" in texts(plan(UpgradeDriver(), s, min_version="590.44.01"))
     assert "sudo systemctl enable --now nvidia-fabricmanager" in text and "4 NVSwitch" in text
     rocky = snap(os_id="rocky", os_version_id="9.3")
     rocky["fabric_manager"] = {"nvswitch_count": 2}

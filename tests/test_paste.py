@@ -117,7 +117,7 @@ def test_needles_found_in_one_pass_are_those_a_search_per_needle_finds(monkeypat
     needles as one `in` per needle, non-ASCII text, colour and a needle at the very start too."""
     import random
 
-    needles = tuple(dict.fromkeys(n for _, ns in paste.PARSERS for n in ns))
+    needles = tuple(dict.fromkeys(n for _, ns in paste.PARSERS + paste.monitor.CPU_PARSERS for n in ns))
     rnd = random.Random(4)
     for trial in range(6):
         words = ["step 1 loss 0.2", "é漢字 \x1b[31mred\x1b[0m", "torch/utils/data", "GPU0 ", "x = y"]

@@ -219,6 +219,11 @@ def test_local_plugin_adds_a_probe_and_rules(tmp_path):
     assert hit["explain"] == "/scratch has 3 GiB free; jobs staging data there will stall."
     lint = run_cli("-p", "acme_probe", "rules", "lint", env=env)
     assert lint.returncode == 0, lint.stdout
+    # `rules why` sees the plugin's rule folder like every other command.
+    why = run_cli("-p", "acme_probe", "rules", "why", "acme-scratch-nearly-full", "--snapshot", str(path), env=env)
+    assert why.returncode == 0, why.stderr
+    assert b"acme-scratch-nearly-full" in why.stdout and b": fired" in why.stdout
+    assert b"acme.scratch_free_gib = 3" in why.stdout
 
 
 def test_missing_plugin_module_is_a_one_line_error():

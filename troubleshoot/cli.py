@@ -313,12 +313,19 @@ def cmd_tui(args) -> int:
             build_parser().print_help()
             return 0
         raise TroubleshootError("the TUI needs a terminal; use `troubleshoot diagnose` in scripts")
-    from troubleshoot.tui.app import run_tui
+    from troubleshoot.tui.early import EarlyKeys
 
-    return run_tui(log=getattr(args, "log", None), snapshot=getattr(args, "snapshot", None),
-                   rules=getattr(args, "rules", []), follow=getattr(args, "follow", None),
-                   root=getattr(args, "root", None), probe=not getattr(args, "no_probe", False),
-                   plugins=_plugins(args), fast_exit=True)
+    early = EarlyKeys.start(sys.stdin.fileno())  # `q` works from here on, before Textual is imported
+    try:
+        from troubleshoot.tui.app import run_tui
+
+        return run_tui(log=getattr(args, "log", None), snapshot=getattr(args, "snapshot", None),
+                       rules=getattr(args, "rules", []), follow=getattr(args, "follow", None),
+                       root=getattr(args, "root", None), probe=not getattr(args, "no_probe", False),
+                       plugins=_plugins(args), fast_exit=True, early=early)
+    finally:
+        if early is not None:
+            early.finish()
 
 
 def cmd_probe(args) -> int:
@@ -348,7 +355,7 @@ def cmd_rules(args) -> int:
         # the other subcommands need arguments or change nothing without them.
         sub, args.rules, args.format = "list", [], "text"
     if sub == "why":
-        return cmd_why(args)
+        return cmd_why(args, _plugins(args))
     if sub == "new":
         from troubleshoot import cli_rules_new
 
@@ -489,7 +496,7 @@ def _param_lines(params: dict, indent: str) -> list[str]:
     return out
 
 
-def cmd_why(args) -> int:
+def cmd_why(args, plugins=None) -> int:
     from troubleshoot import pipeline
     from troubleshoot.engine.conditions import UNKNOWN
     from troubleshoot.textsafe import terminal_safe
@@ -505,7 +512,7 @@ def cmd_why(args) -> int:
         for w in loaded.warnings:
             print(f"{PROG}: warning: {w}", file=sys.stderr)
         facts = loaded.facts
-    trace, _ = pipeline.why(args.id, log, args.rules, facts)
+    trace, _ = pipeline.why(args.id, log, args.rules, facts, plugins)
     r = trace.rule
     verdict = "fired" if trace.fired else "did not fire"
     print(f"rule {r.id} ({r.origin}): {verdict}" + (f": {trace.reason}" if trace.reason != verdict else ""))

@@ -288,8 +288,9 @@ def _stamps(u: _Unit, found: list[Diagnosis]) -> dict[int, timestamps.Stamp]:
     return out
 
 
-def why(rule_id: str, log: str | None, rule_dirs: Sequence[str] = (), facts: Mapping | None = None):
-    ruleset = load_ruleset(rule_dirs)
+def why(rule_id: str, log: str | None, rule_dirs: Sequence[str] = (), facts: Mapping | None = None,
+        plugins=None):
+    ruleset = load_rules(rule_dirs, plugins)
     rule = ruleset.get(rule_id)
     if rule is None:
         raise TroubleshootError(f"no rule with id {rule_id!r} (see `troubleshoot rules list`)")

@@ -2,7 +2,10 @@
 
 A user who pastes `nvidia-smi`, `nvidia-smi -q`, `lsmod`, `lspci -vv`, `ldconfig -p`, `docker info`,
 `pip list`/`conda list` or `python -m torch.utils.collect_env` next to an error has given the
-same facts a probe would read. `read()` turns them into facts in the snapshot's shape, and
+same facts a probe would read; one who pastes monitoring loops (`nvidia-smi dmon`, `top`,
+`vmstat`, `iostat`...) or a `troubleshoot run --format json` report has given the `run.*`
+facts `troubleshoot run`'s watcher measures (troubleshoot.paste.monitor, .runreport). `read()`
+turns them into facts in the snapshot's shape, and
 `merge()` lays them over the probed facts (or stands alone with --no-probe), recording per fact
 the pasted line that showed it, so that a diagnosis names that line as evidence.
 
@@ -17,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import BinaryIO, Mapping
 
-from troubleshoot.paste import dumps, nvsmi
+from troubleshoot.paste import dumps, monitor, nvsmi, runreport
 
 HEAD_BYTES = 4 << 20
 # Where merged facts keep, per fact path (lists as `[]`), the pasted line that showed it.
@@ -38,6 +41,14 @@ PARSERS = (
     (dumps.packages, ("torch ", "torch\t", "tensorflow ", "tensorflow\t", "tensorflow-gpu ", "jax ", "jaxlib ",
                       "PyTorch version", "Nvidia driver version")),
     (dumps.environment, tuple(f"{name}=" for name in dumps.PASTED_ENV)),
+    # A `troubleshoot run --format json` report first: what the watcher measured wins over snapshots.
+    (runreport.report, ('"run":',)),
+    # GPU monitoring loops (troubleshoot.paste.monitor): their readings become run.* facts together;
+    # the CPU-side dumps (monitor.CPU_PARSERS) are looked for only where one of these is found,
+    # since no rule reads CPU state without GPU utilisation.
+    (monitor.dmon, ("Idx",)),  # the units line ("# Idx     W ...") dmon prints under its header
+    (monitor.query_csv, ("utilization.gpu",)),
+    (monitor.tables, ("Driver Version:",)),  # the table parser's needle: searched once for both
 )
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -56,19 +67,26 @@ def read(text: str) -> Pasted:
     if "\x1b" in text:  # once over the text, not once per line: most logs have no colour
         text = _ANSI.sub("", text)
     out = Pasted()
-    present = _needles_in(text)
+    present = _needles_in(text)  # every parser's needles, CPU_PARSERS' too: one pass over a long text
     wanted = [parse for parse, needles in PARSERS if any(n in present for n in needles)]
     if not wanted:
         return out
     lines = [t.rstrip("\r") for t in text.split("\n")]
+    readings = monitor.Readings()
     for parse in wanted:
         found = parse(lines)
         if found is None:
             continue
-        for area, facts in found.facts.items():
-            _merge_area(out.facts.setdefault(area, {}), facts)
-        for path, i in found.lines.items():
-            out.lines.setdefault(path, (i + 1, lines[i].strip()))
+        if found.readings:
+            readings.extend(found.readings)
+        _add(out, found, lines)
+    if readings.gpu and "run" not in out.facts:
+        for parse, needles in monitor.CPU_PARSERS:
+            if any(n in present for n in needles):
+                readings.extend(parse(lines))
+    run = monitor.summarise(readings) if readings.gpu and "run" not in out.facts else None
+    if run is not None:  # a pasted run report, measured over the whole run, wins over snapshots
+        _add(out, run, lines)
     nv = out.facts.get("nvml")
     if nv and nv.get("driver_version") and not nv.get("cuda_driver_version"):
         cuda = cuda_of_driver(nv["driver_version"])
@@ -78,13 +96,20 @@ def read(text: str) -> Pasted:
     return out
 
 
+def _add(out: Pasted, found: dumps.Found, lines: list[str]) -> None:
+    for area, facts in found.facts.items():
+        _merge_area(out.facts.setdefault(area, {}), facts)
+    for path, i in found.lines.items():
+        out.lines.setdefault(path, (i + 1, lines[i].strip()))
+
+
 # Below this many characters a search per needle costs less than loading the database for all.
 ONE_PASS_CHARS = 64 << 10
 
 
 def _needles_in(text: str) -> set[str]:
     """The parsers' needles that `text` holds (one starting with "\\n" also at its very start)."""
-    needles = tuple(dict.fromkeys(n for _, ns in PARSERS for n in ns))
+    needles = tuple(dict.fromkeys(n for _, ns in PARSERS + monitor.CPU_PARSERS for n in ns))
     found = None
     if len(text) >= ONE_PASS_CHARS:
         from troubleshoot.engine import hsdb
@@ -143,16 +168,25 @@ def cuda_of_driver(driver: str) -> str | None:
     return next((cuda for floor, cuda in DRIVER_CUDA if major >= int(floor)), None)
 
 
+# Areas where facts measured for this very log (the watcher's run facts) are kept over pasted ones.
+MEASURED_WINS = ("run",)
+
+
 def merge(facts: Mapping | None, pasted: Pasted) -> dict | None:
     """`facts` with the pasted facts laid over them (they describe the log's machine)."""
     if not pasted:
         return dict(facts) if facts is not None else None
     out = copy.deepcopy(dict(facts or {}))
+    lines = dict(pasted.lines)
     for area, values in pasted.facts.items():
+        if area in MEASURED_WINS and isinstance(out.get(area), dict) and out[area].get("available"):
+            # `troubleshoot run` watched this job: its averages beat a snapshot the job printed.
+            lines = {p: v for p, v in lines.items() if not p.startswith(area + ".")}
+            continue
         if not isinstance(out.get(area), dict) or out[area].get("available") is False:
             out[area] = {}
         out[area].update(copy.deepcopy(values))
-    out[LINES_KEY] = dict(pasted.lines)
+    out[LINES_KEY] = lines
     return out
 
 

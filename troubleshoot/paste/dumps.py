@@ -21,6 +21,9 @@ class Found:
 
     facts: dict = field(default_factory=dict)
     lines: dict = field(default_factory=dict)
+    # Raw samples of a monitoring dump (troubleshoot.paste.monitor.Readings): they become run
+    # facts only together, once every dump of the paste is read.
+    readings: object = None
 
     def put(self, area: str, key: str, value, line: int) -> None:
         self.facts.setdefault(area, {"available": True})[key] = value

@@ -23,7 +23,6 @@ from textual.screen import ModalScreen
 from textual.widgets import (Button, ContentSwitcher, DataTable, Input, Markdown, Static, TabbedContent, TabPane,
                              TextArea)
 
-from troubleshoot.report.text import action_line
 from troubleshoot.textsafe import terminal_safe
 from troubleshoot.tui import views
 from troubleshoot.tui.background import Background
@@ -149,21 +148,29 @@ class TroubleshootApp(App):
         yield KeyBar("", id="keys", markup=False)
 
     def on_mount(self) -> None:
+        if hasattr(self._driver, "app_mounted"):  # tui.early: a `q` before the first frame ends it at once
+            self._driver.app_mounted(self.bg.stop)  # before any job starts: that exit stops them too
+            self.call_after_refresh(self._driver.app_drawn)
         self.watch(self.screen, "focused", lambda _: self._render_keys())
         self._render_probe_status()
         self._render_machine()
         self._render_status()
-        self._load_rules()
-        if self.snapshot_path:
-            self._load_snapshot()
-        elif self.do_probe:
-            self._run_probes()
+        self.call_after_refresh(self._start_jobs)
         if self.log_path:
             self.query_one("#log-path", Input).value = self.log_path
         self._placeholder()
         self.query_one("#diag-table", DataTable).focus()
         if self.follow:
             self.set_interval(1.0, self.poll_follow)
+
+    def _start_jobs(self) -> None:
+        """After the first frame: the jobs' CPU (the rules alone ~0.1 s: imports, YAML) would share
+        the interpreter with drawing it. The diagnosis comes no later: the work is the same."""
+        self._load_rules()
+        if self.snapshot_path:
+            self._load_snapshot()
+        elif self.do_probe:
+            self._run_probes()
 
     def on_resize(self) -> None:
         self.call_after_refresh(self._relayout)
@@ -236,13 +243,15 @@ class TroubleshootApp(App):
     # ------------------------------------------------------------ background work
 
     def _load_rules(self) -> None:
-        from troubleshoot import pipeline
+        def job(cancel):
+            from troubleshoot import pipeline  # ~50 ms of imports the app's thread (keys, drawing) does not wait for
+
+            return pipeline.load_rules(self.rule_dirs, self.plugins)
 
         self.progress.rules = True
         self.linted = False
         self._render_status()
-        self.bg.start("rules", lambda cancel: pipeline.load_rules(self.rule_dirs, self.plugins), self._rules_loaded,
-                      self._job_failed)
+        self.bg.start("rules", job, self._rules_loaded, self._job_failed)
 
     def _rules_loaded(self, ruleset) -> None:
         self.ruleset = ruleset
@@ -284,10 +293,10 @@ class TroubleshootApp(App):
         self.notify(views.safe(exc), severity="error", timeout=10, markup=False)
 
     def _run_probes(self) -> None:
-        from troubleshoot import pipeline
-        from troubleshoot.probes.base import ProbeContext
-
         def job(cancel):
+            from troubleshoot import pipeline
+            from troubleshoot.probes.base import ProbeContext
+
             def on_start(names):
                 self._from_thread(self._probes_started, list(names))
 
@@ -531,6 +540,8 @@ class TroubleshootApp(App):
         return self.diagnoses[table.cursor_row]
 
     def _show_detail(self, d) -> None:
+        from troubleshoot.report.text import action_line  # and the model: the rules job loads them, after the first frame
+
         head = Text()
         head.append(f"{views.SEV_MARK.get(d.severity, views.safe(d.severity))}  ",
                     style=views.SEV_STYLE.get(d.severity, ""))
@@ -856,8 +867,8 @@ class TroubleshootApp(App):
     async def action_quit(self) -> None:
         # Stop first: probes stop waiting and their children die, a scan stops at its next chunk.
         self.bg.stop()
-        if hasattr(self._driver, "quitting"):
-            self._driver.quitting = True
+        if hasattr(self._driver, "exit_now"):  # the `tui` command: the process ends in there
+            self._driver.exit_now()
         self.exit()
 
     def on_unmount(self) -> None:
@@ -899,11 +910,12 @@ def _size(path: str | None) -> int:
         return 0
 
 
-def run_tui(fast_exit: bool = False, **kwargs) -> int:
+def run_tui(fast_exit: bool = False, early=None, **kwargs) -> int:
     """Run the TUI; the exit code is non-zero when it crashed (Textual prints the error once
     the terminal is restored). `fast_exit`: the process ends right after, without tearing
-    down the interpreter (~1 s with rules and a scan in memory): only for the `tui` command."""
-    app = TroubleshootApp(driver_class=quick_exit_driver() if fast_exit else None, **kwargs)
+    down the interpreter (~1 s with rules and a scan in memory): only for the `tui` command.
+    `early` (tui.early.EarlyKeys): the keys watched since the command started."""
+    app = TroubleshootApp(driver_class=quick_exit_driver(early) if fast_exit else None, **kwargs)
     # Background jobs (ten probes, a scan) hold the GIL in turns; the default 5 ms hand-over makes
     # every step of handling a key wait behind them. A shorter interval keeps keys responsive.
     previous = sys.getswitchinterval()
@@ -913,6 +925,8 @@ def run_tui(fast_exit: bool = False, **kwargs) -> int:
     finally:
         sys.setswitchinterval(previous)
     code = app.return_code or 0
+    if early is not None:
+        early.finish()
     if fast_exit:
         sys.stdout.flush()
         sys.stderr.flush()
