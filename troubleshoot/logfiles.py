@@ -222,4 +222,5 @@ def node_in(head: bytes) -> str | None:
     hosts = _NCCL_HOST.findall(head)
     if not hosts:
         return None
-    return max(set(hosts), key=hosts.count).decode("ascii", "replace")
+    # The most often seen; among as many, the first seen (a set's order changed from run to run).
+    return max(dict.fromkeys(hosts), key=hosts.count).decode("ascii", "replace")
