@@ -3,6 +3,7 @@
 
     python benchmarks/scan_bench.py                    # the full table (5-10 minutes on 2 cores)
     python benchmarks/scan_bench.py --quick            # cold start, probe, run wrapper only
+    python benchmarks/scan_bench.py --scan-only        # scans and peak RSS only
     python benchmarks/scan_bench.py --size-mb 100 --rss-sizes 20 --engines hyperscan,re2
 
 Generates once, under benchmarks/data/ (ignored by git), two realistic training logs of
@@ -13,7 +14,8 @@ NCCL "via SHM" channel lines, as mixed-precision multi-GPU runs print them). The
 
   - scan: `LC_ALL=C grep -E -c -f` over the shipped rules' exported patterns, and
     `troubleshoot diagnose --no-probe --format json` with each scan engine forced in turn
-    ($TROUBLESHOOT_SCAN_ENGINE = hyperscan, re2, re); CPU seconds (user+sys) and wall time,
+    ($TROUBLESHOOT_SCAN_ENGINE = hyperscan, re2, re; hyperscan also with its worker threads
+    off, $TROUBLESHOOT_SCAN_THREADS=0); CPU seconds (user+sys, all threads) and wall time,
     medians of --runs; throughput ratios against grep; matching lines found by each (the
     pure-Python `re` engine on --re-size-mb logs, with grep measured again on those);
   - peak RSS of `diagnose` at --rss-sizes (default 20, 200 and 1024 MB);
@@ -248,6 +250,7 @@ def scan_table(logs: dict[str, Path], engines: list[str], runs: int, tmp: Path) 
     pats.write_bytes(p.stdout)
     n_patterns = len(p.stdout.splitlines())
     available = engines_available()
+    counted: dict[tuple[Path, str], int] = {}
     rows = ["| log | engine | CPU s | wall s | MB/s (CPU) | × grep (CPU) | × grep (wall) | peak RSS | lines |",
             "|---|---|---|---|---|---|---|---|---|"]
     for kind, log in logs.items():
@@ -265,10 +268,13 @@ def scan_table(logs: dict[str, Path], engines: list[str], runs: int, tmp: Path) 
         rows.append(f"| {kind} {mb:.0f} MB | GNU grep -E -c (LC_ALL=C) | {g_cpu:.2f} | {g_wall:.2f} | {mb / g_cpu:.0f} "
                     f"| 1.00 | 1.00 | - | {grep_lines} |")
         for engine in engines:
+            engine, _, threads = engine.partition(":")
             if not available.get(engine):
                 rows.append(f"| {kind} {mb:.0f} MB | troubleshoot [{engine}] | not installed | | | | | | |")
                 continue
             env = child_env(TROUBLESHOOT_SCAN_ENGINE=engine)
+            if threads:
+                env["TROUBLESHOOT_SCAN_THREADS"] = threads
             measure(diagnose_cmd(log), env=env)  # first run: compiles and caches what the engine caches
             ts = []
             for _ in range(runs if engine != "re" else 1):
@@ -279,9 +285,13 @@ def scan_table(logs: dict[str, Path], engines: list[str], runs: int, tmp: Path) 
                 ts.append(r)
             cpu = statistics.median(r.cpu for r in ts)
             wall = statistics.median(r.wall for r in ts)
-            lines = matched_lines(log, engine)
+            if (log, engine) not in counted:  # the same lines whatever the threads
+                counted[log, engine] = matched_lines(log, engine)
+            lines = counted[log, engine]
             same = "" if lines == grep_lines else " (≠ grep)"
             note = "" if engine != "re" or runs == 1 else " ¹"
+            if threads:
+                note += " (one thread)" if threads == "0" else f" ({threads} scan threads)"
             rows.append(f"| {kind} {mb:.0f} MB | troubleshoot diagnose [{engine}]{note} | {cpu:.2f} | {wall:.2f} "
                         f"| {mb / cpu:.0f} | {g_cpu / cpu:.2f} | {g_wall / wall:.2f} "
                         f"| {max(r.rss_kib for r in ts) / 1024:.0f} MB | {lines}{same} |")
@@ -364,12 +374,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size-mb", type=int, default=200, help="size of the quiet and dense logs scanned (MB)")
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--engines", default=",".join(ENGINES), help="scan engines to compare (default: all three)")
+    ap.add_argument("--engines", default="hyperscan,hyperscan:0,re2,re",
+                    help="scan engines to compare, ENGINE or ENGINE:THREADS ($TROUBLESHOOT_SCAN_THREADS; hyperscan:0 "
+                         "keeps the scan in one thread); default: all three, hyperscan also in one thread")
     ap.add_argument("--re-size-mb", type=int, default=10,
                     help="log size for the pure-Python `re` engine, which runs at a few MB/s (default 10)")
     ap.add_argument("--rss-sizes", default="20,200,1024", help="log sizes (MB) for peak RSS; empty: skip")
     ap.add_argument("--log", type=Path, help="also scan this log (as 'given')")
     ap.add_argument("--quick", action="store_true", help="skip the scans and RSS (start-up, probe, wrapper only)")
+    ap.add_argument("--scan-only", action="store_true", help="the scans and RSS only (no start-up, probe, wrapper)")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="ts-bench-"))
     print(f"troubleshoot benchmark, {time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPUs, Python "
@@ -379,7 +392,7 @@ def main() -> int:
         if args.log:
             logs["given"] = args.log
         engines = [e for e in args.engines.split(",") if e]
-        fast = [e for e in engines if e != "re"]
+        fast = [e for e in engines if e.partition(":")[0] != "re"]
         if fast:
             print("\n".join(["", f"Scan ({args.size_mb} MB logs):", ""] + scan_table(logs, fast, args.runs, tmp)),
                   flush=True)
@@ -390,6 +403,8 @@ def main() -> int:
         sizes = [int(s) for s in args.rss_sizes.split(",") if s]
         if sizes:
             print("\n".join(["", "Memory:", ""] + rss_table(sizes)), flush=True)
+    if args.scan_only:
+        return 0
     print()
     print(cold_start(tmp), flush=True)
     print(probe_time(), flush=True)

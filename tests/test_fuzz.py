@@ -62,6 +62,8 @@ def test_scanner_never_fails_and_engines_agree(data, chunk):
     if hyperscan_available():
         c = scan_stream(io.BytesIO(data), PATTERNS, "hyperscan", chunk_size=chunk)
         assert summary(a) == summary(c)
+        d = scan_stream(io.BytesIO(data), PATTERNS, "hyperscan", chunk_size=chunk, threads=2)
+        assert summary(a) == summary(d)
 
 
 yaml_text = st.one_of(

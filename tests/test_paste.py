@@ -108,8 +108,28 @@ def test_each_parser_needs_one_of_its_needles():
         for parse, needles in paste.PARSERS:
             if parse(lines) is not None:
                 checked += 1
-                assert any(paste._holds(text, n) for n in needles), (parse.__name__, text[:200])
+                assert set(needles) & paste._needles_in(text), (parse.__name__, text[:200])
     assert checked >= 10
+
+
+def test_needles_found_in_one_pass_are_those_a_search_per_needle_finds(monkeypatch):
+    """A long head is searched for every needle at once (hyperscan, when installed): the same
+    needles as one `in` per needle, non-ASCII text, colour and a needle at the very start too."""
+    import random
+
+    needles = tuple(dict.fromkeys(n for _, ns in paste.PARSERS + paste.monitor.CPU_PARSERS for n in ns))
+    rnd = random.Random(4)
+    for trial in range(6):
+        words = ["step 1 loss 0.2", "é漢字 \x1b[31mred\x1b[0m", "torch/utils/data", "GPU0 ", "x = y"]
+        words += rnd.sample(needles, 3)
+        text = "\n".join(rnd.choice(words) for _ in range(20000))
+        if trial % 2:
+            text = "GPU 0: H100\n" + text
+        assert len(text) >= paste.ONE_PASS_CHARS
+        want = {n for n in needles if n in text or (n[0] == "\n" and text.startswith(n[1:]))}
+        assert paste._needles_in(text) == want
+    monkeypatch.setattr(paste, "ONE_PASS_CHARS", 1 << 40)  # the search per needle, for comparison
+    assert paste._needles_in(text) == want
 
 
 def test_a_log_without_dumps_is_never_split_into_lines(monkeypatch):

@@ -269,6 +269,46 @@ def test_engines_agree_when_colour_codes_split_matches(chunk):
                 for k, v in result.hits.items()}
 
     results = {b: summary(scan_stream(io.BytesIO(text.encode()), pats, b, chunk_size=chunk)) for b in BACKENDS}
+    if "hyperscan" in BACKENDS:  # the database pass in worker threads, a chunk ahead
+        results["hyperscan, threads"] = summary(scan_stream(io.BytesIO(text.encode()), pats, "hyperscan",
+                                                            chunk_size=chunk, threads=2))
     assert results["re"].get(("r", "with_log:0")) and results["re"].get(("oom", "log"))
     for b, got in results.items():
         assert got == results["re"], b
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_first_matching_pattern_of_a_group_gives_the_evidence_span(backend):
+    """A line two patterns of one rule match: its evidence is where the rule's first pattern
+    matched, whatever order an engine's candidate set lists them in."""
+    pats = [ScanPattern("w", "log", r"(?:\[Rank (?P<rank>\d+)\] )?[Ww]atchdog caught collective operation timeout"),
+            ScanPattern("w", "log", r"[Ww]atchdog caught collective opera")]
+    line = "[rank3]:[E1102 09:14:07.112 ProcessGroupNCCL.cpp:607] [Rank 3] Watchdog caught collective operation timeout"
+    got = scan_text(f"step 1\n{line}\n", pats, backend).get("w", "log").first[0]
+    assert (got.line, got.start, got.end) == (2, line.index("[Rank 3]"), len(line))
+
+
+@pytest.mark.parametrize("chunk", [512, 1 << 20])
+def test_a_log_coloured_throughout_then_plain_agrees_across_engines(chunk):
+    """hyperscan strips whole chunks while nearly every line is coloured, and goes back to
+    gathering the coloured lines once the colour thins out: the results do not change."""
+    body = [f"\x1b[36m[{i}] step\x1b[0m {i} ok" for i in range(600)]
+    body[100] = "\x1b[36mRuntimeError: CUDA out\x1b[0m of memory. Tried to allocate 3.00 GiB"
+    body += [f"step {i} ok" for i in range(600)] + ["x \x1b[1mTraceback (most recent call last)\x1b[0m",
+                                                      "Traceback (most recent call last):",
+                                                      "CUDA out of memory. Tried to allocate 1.00 MiB"]
+    data = ("\n".join(body) + "\n").encode()
+    want = [(101, "RuntimeError: CUDA out of memory. Tried to allocate 3.00 GiB"),
+            (1203, "CUDA out of memory. Tried to allocate 1.00 MiB")]
+    for backend in BACKENDS:
+        for threads in ([0, 2] if backend == "hyperscan" else [0]):
+            r = scan_stream(io.BytesIO(data), PATS, backend, chunk_size=chunk, threads=threads)
+            assert hits(r, "oom") == want, (backend, threads)
+            assert hits(r, "tb") == [(1202, "Traceback (most recent call last):")], (backend, threads)
+    if "hyperscan" in BACKENDS:
+        finder = scanner.make_candidates(PATS, "hyperscan")
+        scanner._prepared(bytearray(data[:4096]), 4096 - 7, finder)
+        finder.start(bytearray(data[:4096]), 4096 - 7)
+        assert finder.strip_all  # coloured throughout: whole chunks are stripped
+        scanner._prepared(bytearray(b"step 1 ok\n" * 400), 4000, finder)
+        assert not finder.strip_all

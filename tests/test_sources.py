@@ -94,3 +94,18 @@ def test_an_idle_gpu_at_a_lower_generation_is_no_outlier_when_all_are_idle():
     for snap in nodes.values():
         snap["nvml"]["gpus"][0]["pcie_gen_current"] = 1  # idle GPUs lower their link generation
     assert compare(nodes) == []
+
+
+def test_the_node_a_log_names_is_the_same_on_every_run():
+    """Hosts seen as often as each other: the first seen, whatever the hash seed of the run."""
+    import os
+    import subprocess
+    import sys
+
+    head = b"".join(b"node%02d:1:2 [0] NCCL INFO Channel 00 via P2P\n" % (i % 16) for i in range(64))
+    assert logfiles.node_in(head) == "node00"
+    code = ("import sys; from troubleshoot import logfiles; "
+            "print(logfiles.node_in(sys.stdin.buffer.read()))")
+    seen = {subprocess.run([sys.executable, "-c", code], input=head, capture_output=True, check=True,
+                           env=dict(os.environ, PYTHONHASHSEED=str(seed))).stdout for seed in (1, 2, 3, 4)}
+    assert seen == {b"node00\n"}

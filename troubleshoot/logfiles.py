@@ -9,8 +9,10 @@ see the line as the rank printed it) and each line's number in the original log 
 
 from __future__ import annotations
 
+import io
 import os
 import re
+import stat
 import sys
 from array import array
 from dataclasses import dataclass
@@ -79,6 +81,17 @@ class Peeked:
                 out += self.rest.read()
             return out
         return self.rest.read(n)
+
+    def bytes_left(self) -> int | None:
+        """What is left to read when the rest is a regular file, else None (a pipe): the
+        scanner sizes its work by it (engine, threads)."""
+        try:
+            st = os.fstat(self.rest.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                return None
+            return len(self.head) - self.at + max(st.st_size - self.rest.tell(), 0)
+        except (AttributeError, ValueError, OSError, io.UnsupportedOperation):
+            return None
 
     def readinto(self, buf) -> int:
         left = len(self.head) - self.at
@@ -209,4 +222,5 @@ def node_in(head: bytes) -> str | None:
     hosts = _NCCL_HOST.findall(head)
     if not hosts:
         return None
-    return max(set(hosts), key=hosts.count).decode("ascii", "replace")
+    # The most often seen; among as many, the first seen (a set's order changed from run to run).
+    return max(dict.fromkeys(hosts), key=hosts.count).decode("ascii", "replace")

@@ -394,3 +394,28 @@ def database(sources: list[str], compile_if_missing: bool = True,
         return None
     single = frozenset(single)
     return _database_cached(_key(sources, single), tuple(sources), single, compile_if_missing)
+
+
+def scratch(db):
+    """Scratch space for one more thread scanning with `db` at the same time as others."""
+    return _hs.Scratch(db)
+
+
+def literals_found(literals: tuple[str, ...], data) -> set[int] | None:
+    """Indices of the `literals` that occur in the bytes `data`, found in one pass (a search per
+    literal reads the data once each); None without hyperscan."""
+    if _hs is None or not literals:
+        return None
+    # Every byte spelled \xHH: no character of a literal can be read as regex syntax.
+    sources = ["".join(f"\\x{b:02x}" for b in lit.encode("utf-8", "surrogatepass")) for lit in literals]
+    found = database(sources, single=frozenset(range(len(sources))))
+    if found is None or found.rejected:
+        return None
+    seen: set[int] = set()
+    shared = found.shared
+
+    def on_match(index, _from, _to, _flags, _context):
+        seen.update(shared.get(index, (index,)))
+
+    found.db.scan(data, match_event_handler=on_match, scratch=scratch(found.db))
+    return seen

@@ -1,13 +1,15 @@
 """Streaming log scanner: finds which patterns match on which lines of a log of any size.
 
-The log is read into one reused buffer in newline-aligned chunks of about 1 MiB. A fast
+The log is read into a reused buffer in newline-aligned chunks of about 1 MiB. A fast
 engine finds the few candidate lines of each chunk — hyperscan (all patterns in one compiled
 database, cached on disk), else RE2 (one combined program), else a literal prefilter (pure
 Python) — and only those lines are decoded, cleaned and verified with the pattern's own regex
 (RE2 where installed, else `re`), which decides the match and extracts captures. All three
-engines give identical results: the fast pass only proposes lines. Memory stays bounded and
-does not grow with the log: one buffer, and per pattern group a count, the first and last
-few lines and the latest captures, never the lines themselves.
+engines give identical results: the fast pass only proposes lines. hyperscan's pass over the
+next chunk runs in worker threads (scanpool) while this thread verifies the current one, in
+chunk order, with a second buffer. Memory stays bounded and does not grow with the log: one or
+two buffers, and per pattern group a count, the first and last few lines and the latest
+captures, never the lines themselves.
 
 Line numbers count `\\n` like `grep -n`. A `\\r` inside a line (progress bars) splits it into
 segments that are matched separately; ANSI escape sequences are removed before matching;
@@ -24,6 +26,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import BinaryIO, Callable, Iterable, Sequence
 
+from troubleshoot.engine import scanpool
 from troubleshoot.engine.literals import required_literals
 from troubleshoot.engine.values import parse_bytes
 
@@ -51,6 +54,9 @@ MAX_EVIDENCE_CHARS = 400
 # One leading \x1b (not one per alternative): `re` then skips to each escape at memchr speed.
 ANSI_BYTES = re.compile(rb"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 _CR_TO_LF = bytes.maketrans(b"\r", b"\n")
+# Gathering a chunk's coloured lines costs per line, stripping the whole chunk per byte: with more
+# than one coloured line per this many bytes (a log coloured throughout) whole chunks are stripped.
+COLOURED_LINE_BYTES = 1024
 
 MAX_PARTS = 64  # distinct values of a split capture kept per group
 
@@ -250,6 +256,13 @@ class _Candidates:
     def _build(self) -> None:
         raise NotImplementedError
 
+    def pool(self, threads: int):
+        """Worker threads that can run this finder's first pass (None: it runs in one thread)."""
+        return None
+
+    def stripped(self, escapes: int, size: int) -> None:
+        """Hears how many escape sequences were stripped from the last chunk of `size` bytes."""
+
     def spans(self, chunk: bytes, end: int) -> Iterable[tuple[int, int, Sequence[int] | None]]:
         """Yield (line_start, line_end, pattern indices or None for 'try all') for the lines of
         chunk[:end] (all of it unless the finder is `zero_copy`)."""
@@ -297,7 +310,9 @@ class _Re2Candidates(_Candidates):
             start, end = _line_span(chunk, m.start())
             pos = end + 1
             active = self.active
-            yield start, end, [active[k] for k in self.set.Match(scan[start:end])]
+            # In pattern order, as the other engines give them: the first pattern of a group that
+            # matches supplies the evidence span.
+            yield start, end, sorted(active[k] for k in self.set.Match(scan[start:end]))
             if self.dirty:
                 self._build()
 
@@ -395,13 +410,20 @@ class ScanCancelled(Exception):
 
 
 def _stream_size(stream) -> int | None:
-    """Bytes left in a regular file or an in-memory stream; None for pipes and the unknown."""
-    getbuffer = getattr(stream, "getbuffer", None)
-    if getbuffer is not None:
+    """Bytes left in a regular file, an in-memory stream or a stream that tells (`bytes_left()`,
+    as logfiles.Peeked does); None for pipes and the unknown."""
+    if isinstance(stream, io.BytesIO):
+        # Not len(getbuffer()): that copies the bytes the stream still shares with its caller.
         try:
-            return len(getbuffer()) - stream.tell()
+            at = stream.tell()
+            end = stream.seek(0, io.SEEK_END)
+            stream.seek(at)
         except (ValueError, OSError):
             return None
+        return end - at
+    bytes_left = getattr(stream, "bytes_left", None)
+    if bytes_left is not None:
+        return bytes_left()
     try:
         st = os.fstat(stream.fileno())
     except (AttributeError, ValueError, OSError, io.UnsupportedOperation):
@@ -455,17 +477,28 @@ class _HyperscanCandidates(_Candidates):
 
     def __init__(self, patterns, found, rest: "_SubsetCandidates | None", single: frozenset[int],
                  sources: list[str]):
+        from troubleshoot.engine import hsdb
+
         self.db = found.db
+        # Its own scratch space: the database is shared (cached per process) and another thread
+        # may be scanning with it at the same time.
+        self.scratch = hsdb.scratch(found.db)
         self.shared = found.shared
         self.rest = rest
         self.single = single
         self.sources = sources
         self.retired: set[int] = set()
-        self._context = None  # (database, subset index -> pattern index), built when first needed
+        self._context = None  # (database, subset index -> pattern index, ..., scratch), built when first needed
+        self.strip_all = False  # strip whole chunks (see COLOURED_LINE_BYTES)
         super().__init__(patterns)
 
     def _build(self) -> None:
         self.dirty = False
+
+    def pool(self, threads: int) -> scanpool.Pool:
+        from troubleshoot.engine import hsdb
+
+        return scanpool.Pool(self.db, threads, hsdb.scratch)
 
     def retire(self, index: int) -> None:
         # Rebuilding the database would cost more than ignoring its reports.
@@ -474,32 +507,46 @@ class _HyperscanCandidates(_Candidates):
             self.rest.retire(index)
         super().retire(index)
 
-    @staticmethod
-    def _scan(db, buf) -> list[int]:
-        """Match reports in `buf`, each encoded as end << 20 | expression id (one int: cheap
-        to collect and to sort; ids stay below 2**20)."""
-        out: list[int] = []
-        add = out.append
-
-        def on_match(index, _from, to, _flags, _context):
-            add(to << 20 | index)
-
-        db.scan(buf, match_event_handler=on_match)
-        return out
-
     @property
     def raw_ansi(self) -> bool:
-        return self.rest is None  # the next engine reads whole chunks, escapes stripped
+        # The next engine reads whole chunks, escapes stripped; so does this one in a log
+        # coloured throughout.
+        return self.rest is None and not self.strip_all
 
-    def spans(self, chunk, end: int):
-        view = chunk if end == len(chunk) else memoryview(chunk)[:end]
-        reports = self._scan(self.db, view)
-        escaped = None
-        if self.raw_ansi and chunk.find(b"\x1b", 0, end) >= 0:
-            escaped = _Escaped(chunk, end)
-            reports += escaped.reports(self._scan(self.db, escaped.text))
+    def stripped(self, escapes: int, size: int) -> None:
+        if escapes * COLOURED_LINE_BYTES < size:
+            self.strip_all = False  # the colour is gone: coloured lines are gathered again
+
+    def start(self, chunk, end: int, pool=None) -> "_Prefilter":
+        """Begin the database's pass over chunk[:end]: in `pool`'s threads when given (one part
+        per thread, split at newlines), else here and now. `spans` collects it."""
+        coloured = self.raw_ansi and chunk.find(b"\x1b", 0, end) >= 0
+        if pool is None:
+            view = chunk if end == len(chunk) else memoryview(chunk)[:end]
+            found = scanpool.reports(self.db, view, 0, self.scratch)
+            escaped = self._escaped(chunk, end) if coloured else None
+            if escaped is not None:
+                found += escaped.reports(scanpool.reports(self.db, escaped.text, 0, self.scratch))
+            return _Prefilter(found, escaped=escaped)
+        with memoryview(chunk) as whole:
+            jobs = [pool.submit(whole[a:b], a) for a, b in _parts(chunk, end, pool.size)]
+        # The coloured lines are gathered while the threads scan the raw parts.
+        escaped = self._escaped(chunk, end) if coloured else None
+        return _Prefilter(None, jobs, escaped, pool.submit(escaped.text) if escaped is not None else None)
+
+    def _escaped(self, chunk, end: int) -> "_Escaped":
+        escaped = _Escaped(chunk, end)
+        if len(escaped.starts) * COLOURED_LINE_BYTES > end:
+            self.strip_all = True  # from the next chunk on, while the colour lasts
+        return escaped
+
+    def spans(self, chunk, end: int, prefilter: "_Prefilter | None" = None):
+        if prefilter is None:
+            prefilter = self.start(chunk, end)
+        reports = prefilter.reports()
+        escaped = prefilter.escaped
         if self.rest is not None:
-            rest = bytes(view)
+            rest = bytes(chunk if end == len(chunk) else memoryview(chunk)[:end])
             for start, _end, idxs in self.rest.spans(rest, len(rest)):
                 reports.extend((start + 1) << 20 | i for i in idxs)  # an "end" inside that line
         if not reports:
@@ -526,20 +573,22 @@ class _HyperscanCandidates(_Candidates):
             order = sorted(self.single)
             found = hsdb.database([self.sources[i] for i in order])
             if found is None:
-                self._context = (None, order, {})
+                self._context = (None, order, {}, None)
             else:
                 shared = {order[k]: tuple(order[j] for j in v) for k, v in found.shared.items()}
-                self._context = (found.db, order, shared)
-        db, order, shared = self._context
+                self._context = (found.db, order, shared, hsdb.scratch(found.db))
+        db, order, shared, scratch = self._context
         if db is None:
             return
         frm = chunk.find(b"\n", max(min(pending.values()) - 1, 0), end) + 1
         if frm <= 0:
             return
-        reports = [(r >> 20) + frm << 20 | order[r & 0xFFFFF]
-                   for r in self._scan(db, memoryview(chunk)[frm:end])]
+        with memoryview(chunk) as view:
+            reports = [(r >> 20) + frm << 20 | order[r & 0xFFFFF]
+                       for r in scanpool.reports(db, view[frm:end], 0, scratch)]
         if escaped is not None:
-            reports += [(r >> 20) << 20 | order[r & 0xFFFFF] for r in escaped.reports(self._scan(db, escaped.text))]
+            reports += [(r >> 20) << 20 | order[r & 0xFFFFF]
+                        for r in escaped.reports(scanpool.reports(db, escaped.text, 0, scratch))]
         reports.sort()
         retired = self.retired
         for lo, hi, idxs in self._lines(chunk, reports, end, shared):
@@ -576,41 +625,78 @@ class _HyperscanCandidates(_Candidates):
 
 class _Escaped:
     """The lines of a chunk that hold escape sequences, stripped of them and joined, for a
-    second scan: stripping the whole chunk cost as much again as scanning it, and only these
-    lines can match differently once stripped (the verifier reads every line stripped)."""
+    second scan: only these lines can match differently once stripped (the verifier reads
+    every line stripped), and in most logs they are few, so gathering them costs less than
+    stripping the whole chunk would."""
 
     def __init__(self, chunk, end: int):
         starts: list[int] = []
         pieces = []
         find, rfind = chunk.find, chunk.rfind
+        add_start, add_piece = starts.append, pieces.append
         pos = find(b"\x1b", 0, end)
         while pos >= 0:
             start = rfind(b"\n", 0, pos) + 1
             stop = find(b"\n", pos, end)
             if stop < 0:
                 stop = end
-            starts.append(start)
-            pieces.append(chunk[start:stop])
+            add_start(start)
+            add_piece(chunk[start:stop])
             pos = find(b"\x1b", stop, end)
         self.starts = starts  # where each line starts in the chunk
         self.text = ANSI_BYTES.sub(b"", b"\n".join(pieces))
-        offsets, at = [], 0
-        for piece in self.text.split(b"\n"):
-            offsets.append(at)
-            at += len(piece) + 1
-        self.offsets = offsets  # where each stripped line starts in `text`
 
     def reports(self, found: list[int]) -> list[int]:
         """Reports in `text` as reports on the chunk's lines (an end just inside the line)."""
+        starts, text = self.starts, self.text
+        if len(found) <= 16:  # counting newlines up to each report beats indexing every line
+            return [(starts[text.count(b"\n", 0, max((r >> 20) - 1, 0))] + 1) << 20 | (r & 0xFFFFF) for r in found]
         from bisect import bisect_right
 
-        offsets, starts = self.offsets, self.starts
+        offsets, at = [], 0  # where each stripped line starts in `text`
+        for piece in text.split(b"\n"):
+            offsets.append(at)
+            at += len(piece) + 1
         out = []
         for r in found:
             to = r >> 20
             k = bisect_right(offsets, to - 1 if to > 0 else 0) - 1
             out.append((starts[k] + 1) << 20 | (r & 0xFFFFF))
         return out
+
+
+class _Prefilter:
+    """A chunk's database pass, done (`found`) or under way in a pool's threads (`jobs`, and the
+    job scanning the stripped coloured lines)."""
+
+    __slots__ = ("found", "jobs", "escaped", "escaped_job")
+
+    def __init__(self, found: list[int] | None, jobs=(), escaped: "_Escaped | None" = None, escaped_job=None):
+        self.found, self.jobs, self.escaped, self.escaped_job = found, jobs, escaped, escaped_job
+
+    def reports(self) -> list[int]:
+        if self.found is None:
+            found: list[int] = []
+            for job in self.jobs:
+                found += job.result()
+            if self.escaped_job is not None:
+                found += self.escaped.reports(self.escaped_job.result())
+            self.found = found
+        return self.found
+
+
+def _parts(chunk, end: int, n: int) -> list[tuple[int, int]]:
+    """chunk[:end] cut into about `n` spans of whole lines."""
+    out, a = [], 0
+    for k in range(1, n):
+        b = chunk.find(b"\n", max(a, end * k // n), end) + 1
+        if b <= a:
+            break
+        out.append((a, b))
+        a = b
+    if a < end:
+        out.append((a, end))
+    return out
 
 
 def _live(exprs: set[int], shared: dict[int, tuple[int, ...]], retired: set[int]) -> list[int]:
@@ -719,54 +805,103 @@ def _re2_finder(rx):
 
 def scan_stream(stream: BinaryIO, patterns: Sequence[ScanPattern], backend: str | None = None,
                 chunk_size: int = CHUNK_SIZE, cancel=None,
-                progress: Callable[[int], None] | None = None) -> ScanResult:
+                progress: Callable[[int], None] | None = None, threads: int | None = None) -> ScanResult:
     """Scan a binary stream once; return per (group, role) bounded hit records.
 
     `cancel` (anything with `is_set()`, e.g. a threading.Event) is checked before each chunk:
     when set, ScanCancelled is raised. `progress` is called with the bytes read so far.
-    $TROUBLESHOOT_SCAN_ENGINE forces an engine as `backend` does (the benchmark compares them)."""
+    $TROUBLESHOOT_SCAN_ENGINE forces an engine as `backend` does (the benchmark compares them).
+    `threads`: hyperscan worker threads (None: one per core up to scanpool.MAX_THREADS, none on
+    one core or for a small input; see scanpool); every thread has ended when this returns."""
     backend = backend or os.environ.get("TROUBLESHOOT_SCAN_ENGINE") or None
     size = _stream_size(stream)
     if size is None or size > STEADY_HEAP_BYTES:
         _steady_heap()
     finder = make_candidates(patterns, backend, size)
     finder.verifiers = _Verifiers(patterns, backend)
+    if threads is None:
+        threads = scanpool.scan_threads(size, PARALLEL_MIN_BYTES)
     hits: dict[tuple[str, str], GroupHits] = {}
     line_base = 1
-    total = 0
-    # One buffer for the whole scan: each read lands after the unfinished line carried over
-    # from the previous one, and the complete lines in front are scanned in place.
-    buf = bytearray(2 * chunk_size)
-    have = 0  # bytes at the front of buf: an unfinished line
-    read_into = _reader(stream)
-    while True:
-        if cancel is not None and cancel.is_set():
-            raise ScanCancelled()
-        if len(buf) - have < chunk_size:
-            if have >= max(chunk_size, LONG_LINE):
-                # A line longer than LONG_LINE: matched in windows, numbered as one line.
-                line_base = _scan_chunk(buf, have, line_base, finder, patterns, hits)
-                have = 0
-            else:
+    pool = finder.pool(threads) if threads else None
+    try:
+        # With a pool, two buffers: the next chunk is read, and its database pass begun in the
+        # pool's threads, before the current one is verified here (in chunk order, as without).
+        chunks = _Chunks(stream, chunk_size, 2 if pool is not None else 1, progress)
+
+        def next_chunk():
+            if cancel is not None and cancel.is_set():
+                raise ScanCancelled()
+            got = chunks.next()
+            if got is None:
+                return None
+            chunk, end = _prepared(got[0], got[1], finder)
+            return chunk, end, got[2], (finder.start(chunk, end, pool) if pool is not None else None)
+
+        held = next_chunk()
+        while held is not None:
+            after = next_chunk() if pool is not None else None
+            chunk, end, final, prefilter = held
+            line_base = _verify_chunk(chunk, end, line_base, finder, patterns, hits, prefilter) + final
+            held = after if pool is not None else next_chunk()
+    finally:
+        if pool is not None:
+            pool.close()
+    return ScanResult(total_lines=line_base - 1, total_bytes=chunks.total, hits=hits, backend=finder.name)
+
+
+# Below this many bytes a scan stays in one thread: starting workers would cost more than it saves.
+PARALLEL_MIN_BYTES = 4 << 20
+
+
+class _Chunks:
+    """A stream read in chunks of whole lines, into `buffers` reused buffers in turn: with two,
+    a chunk handed out stays intact while the next one is read. A line longer than LONG_LINE
+    comes out in windows (numbered as one line); the unfinished last line comes out at the end
+    with `final` set (it counts as a line)."""
+
+    def __init__(self, stream, chunk_size: int, buffers: int, progress=None):
+        self.bufs = [bytearray(2 * chunk_size) for _ in range(buffers)]
+        self.turn = 0
+        self.size = chunk_size
+        self.read_into = _reader(stream)
+        self.progress = progress
+        self.total = 0
+        self.tail: tuple[bytearray, int, int] = (self.bufs[0], 0, 0)  # the unfinished line: buffer, start, stop
+        self.eof = False
+
+    def next(self) -> tuple[bytearray, int, int] | None:
+        """(buffer, end, final) with whole lines in buffer[:end]; None at the end."""
+        if self.eof:
+            return None
+        src, a, b = self.tail
+        buf = self.bufs[self.turn]
+        self.turn = (self.turn + 1) % len(self.bufs)
+        have = b - a
+        if have:
+            buf[:have] = src[a:b]  # each read lands after the line carried over
+        size = self.size
+        while True:
+            if len(buf) - have < size:
+                if have >= max(size, LONG_LINE):
+                    # A line longer than LONG_LINE: matched in windows, numbered as one line.
+                    self.tail = (buf, 0, 0)
+                    return buf, have, 0
                 buf.extend(bytes(len(buf)))
-        n = read_into(buf, have, chunk_size)
-        if not n:
-            break
-        total += n
-        if progress is not None:
-            progress(total)
-        end = have + n
-        cut = buf.rfind(b"\n", have, end)
-        if cut < 0:
-            have = end
-            continue
-        line_base = _scan_chunk(buf, cut + 1, line_base, finder, patterns, hits)
-        have = end - cut - 1
-        buf[:have] = buf[cut + 1 : end]
-    if have:
-        line_base = _scan_chunk(buf, have, line_base, finder, patterns, hits)
-        line_base += 1
-    return ScanResult(total_lines=line_base - 1, total_bytes=total, hits=hits, backend=finder.name)
+            n = self.read_into(buf, have, size)
+            if not n:
+                self.eof = True
+                return (buf, have, 1) if have else None
+            self.total += n
+            if self.progress is not None:
+                self.progress(self.total)
+            end = have + n
+            cut = buf.rfind(b"\n", have, end)
+            if cut < 0:
+                have = end
+                continue
+            self.tail = (buf, cut + 1, end)
+            return buf, cut + 1, 0
 
 
 # Above this many bytes a scan asks glibc to keep chunk-sized blocks on the heap (see below).
@@ -815,26 +950,33 @@ def _reader(stream) -> Callable[[bytearray, int, int], int]:
     return read_copy
 
 
-def _scan_chunk(buf: bytearray, end: int, line_base: int, finder: _Candidates,
-                patterns: Sequence[ScanPattern], hits: dict) -> int:
-    """Check the candidate lines of buf[:end] (whole lines); return the line number after
-    them. Newlines are counted once: up to each candidate, then the rest."""
+def _prepared(buf: bytearray, end: int, finder: _Candidates) -> tuple[bytes | bytearray, int]:
+    """What the finder reads of buf[:end]: the buffer itself, or a copy (stripped of escape
+    sequences unless the finder strips the lines that hold them itself)."""
     if finder.raw_ansi:
-        chunk = buf  # the finder strips escapes from the lines that have them itself
-    elif buf.find(b"\x1b", 0, end) >= 0:
+        return buf, end
+    if buf.find(b"\x1b", 0, end) >= 0:
         # Never removes a newline, so line numbers hold.
         with memoryview(buf) as view:
-            chunk = ANSI_BYTES.sub(b"", view[:end])
-        end = len(chunk)
-    elif finder.zero_copy:
-        chunk = buf
-    else:
-        with memoryview(buf) as view:
-            chunk = bytes(view[:end])
+            chunk, escapes = ANSI_BYTES.subn(b"", view[:end])
+        finder.stripped(escapes, end)
+        return chunk, len(chunk)
+    finder.stripped(0, end)
+    if finder.zero_copy:
+        return buf, end
+    with memoryview(buf) as view:
+        return bytes(view[:end]), end
+
+
+def _verify_chunk(chunk, end: int, line_base: int, finder: _Candidates, patterns: Sequence[ScanPattern],
+                  hits: dict, prefilter: "_Prefilter | None" = None) -> int:
+    """Check the candidate lines of chunk[:end] (whole lines); return the line number after
+    them. Newlines are counted once: up to each candidate, then the rest."""
     counted_to = 0
     line = line_base
     count = chunk.count
-    for start, stop, idxs in finder.spans(chunk, end):
+    spans = finder.spans(chunk, end) if prefilter is None else finder.spans(chunk, end, prefilter)
+    for start, stop, idxs in spans:
         if start >= counted_to:
             line += count(b"\n", counted_to, start)
         else:  # a finder may come back to an earlier line (a second look for context patterns)

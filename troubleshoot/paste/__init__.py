@@ -67,14 +67,8 @@ def read(text: str) -> Pasted:
     if "\x1b" in text:  # once over the text, not once per line: most logs have no colour
         text = _ANSI.sub("", text)
     out = Pasted()
-    held: dict[str, bool] = {}  # a needle two parsers share is searched for once
-
-    def holds(needle: str) -> bool:
-        if needle not in held:
-            held[needle] = _holds(text, needle)
-        return held[needle]
-
-    wanted = [parse for parse, needles in PARSERS if any(holds(n) for n in needles)]
+    present = _needles_in(text)  # every parser's needles, CPU_PARSERS' too: one pass over a long text
+    wanted = [parse for parse, needles in PARSERS if any(n in present for n in needles)]
     if not wanted:
         return out
     lines = [t.rstrip("\r") for t in text.split("\n")]
@@ -88,7 +82,7 @@ def read(text: str) -> Pasted:
         _add(out, found, lines)
     if readings.gpu and "run" not in out.facts:
         for parse, needles in monitor.CPU_PARSERS:
-            if any(holds(n) for n in needles):
+            if any(n in present for n in needles):
                 readings.extend(parse(lines))
     run = monitor.summarise(readings) if readings.gpu and "run" not in out.facts else None
     if run is not None:  # a pasted run report, measured over the whole run, wins over snapshots
@@ -109,8 +103,26 @@ def _add(out: Pasted, found: dumps.Found, lines: list[str]) -> None:
         out.lines.setdefault(path, (i + 1, lines[i].strip()))
 
 
-def _holds(text: str, needle: str) -> bool:
-    return needle in text or (needle[0] == "\n" and text.startswith(needle[1:]))
+# Below this many characters a search per needle costs less than loading the database for all.
+ONE_PASS_CHARS = 64 << 10
+
+
+def _needles_in(text: str) -> set[str]:
+    """The parsers' needles that `text` holds (one starting with "\\n" also at its very start)."""
+    needles = tuple(dict.fromkeys(n for _, ns in PARSERS + monitor.CPU_PARSERS for n in ns))
+    found = None
+    if len(text) >= ONE_PASS_CHARS:
+        from troubleshoot.engine import hsdb
+
+        # All needles are ASCII, and UTF-8 spells no other character with an ASCII byte: a
+        # needle is in the text exactly when its bytes are in the text's UTF-8.
+        found = hsdb.literals_found(needles, text.encode("utf-8", "surrogatepass"))
+    if found is None:  # a short text, or no hyperscan
+        present = {n for n in needles if n in text}
+    else:
+        present = {needles[i] for i in found}
+    present.update(n for n in needles if n[0] == "\n" and text.startswith(n[1:]))
+    return present
 
 
 def _merge_area(into: dict, new: dict) -> None:
