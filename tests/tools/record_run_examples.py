@@ -19,6 +19,7 @@ with the Watcher class it builds swapped for one that passes `nvml=ReplayedGPU(.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 from pathlib import Path
@@ -88,6 +89,14 @@ def record(mode: str, out: Path, seconds: float, data: Path | None = None) -> Pa
     if rc != 0 or not made:
         raise SystemExit(f"{mode}: exit {rc}, watched pids {made} (the CLI no longer builds watch.Watcher?)")
     return report
+
+
+def pasted(report: Path) -> str:
+    """The report as a rule example: the CLI's JSON, less its `diagnoses` (the answer, not the
+    question: the example is what a user pastes when asking)."""
+    doc = json.loads(report.read_text())
+    doc.pop("diagnoses", None)
+    return json.dumps(doc, indent=2) + "\n"
 
 
 def data_file(out: Path, mib: int = 512) -> Path:
