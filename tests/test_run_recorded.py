@@ -7,12 +7,12 @@ import os
 import sys
 
 import pytest
-
 from conftest import REPO
+
 from troubleshoot import paste
 
 sys.path.insert(0, str(REPO / "tests" / "tools"))
-import record_run_examples as rec  # noqa: E402
+import record_run_examples as rec
 
 RECORDED = REPO / "tests" / "fixtures" / "recorded"
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -101,13 +102,10 @@ def pasted(report: Path) -> str:
 
 def data_file(out: Path, mib: int = 512) -> Path:
     """A file on the real disk for O_DIRECT reads (random bytes; the page cache is bypassed)."""
-    import os
-
     path = out / "direct-read.bin"
     if not path.exists() or path.stat().st_size < mib << 20:
         with open(path, "wb") as f:
-            for _ in range(mib):
-                f.write(os.urandom(1 << 20))
+            f.writelines(os.urandom(1 << 20) for _ in range(mib))
             f.flush()
             os.fsync(f.fileno())
     return path
