@@ -46,6 +46,7 @@ def test_a_real_job_recorded_gives_the_report_the_cli_writes(tmp_path):
 @pytest.mark.parametrize("name,rule", [
     ("run-cpu-bound-loader.json", "run-gpu-underused-cpu-bound-loader"),
     ("run-single-core-loader.json", "run-gpu-underused-single-core-loader"),
+    ("run-waiting-for-disk.json", "run-gpu-underused-waiting-for-disk"),
 ])
 def test_each_recording_was_diagnosed_by_its_rule_when_it_ran(name, rule):
     doc = json.loads((RECORDED / name).read_text())
