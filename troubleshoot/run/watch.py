@@ -114,7 +114,6 @@ class Watcher:
         self.mem_limit_mib = _cgroup_limit() or (_mem_total() or None)
 
     def start(self) -> "Watcher":
-        self._init_nvml()
         self._thread.start()
         return self
 
@@ -160,6 +159,7 @@ class Watcher:
             self._handles = None
 
     def _loop(self) -> None:
+        self._init_nvml()  # here, not in start(): importing pynvml and its init take ~50 ms
         while not self._stop.wait(self.interval):
             try:
                 s = self.sample()

@@ -1,0 +1,128 @@
+"""`troubleshoot run` scans the log while the job writes it: the reader blocks as a finished file
+would not, and the diagnosis is the one `troubleshoot diagnose --log` gives on the saved log."""
+
+import json
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from conftest import REPO
+from troubleshoot.run.follow import LogFollower
+
+TIMEOUT = 60
+
+
+class Writer:
+    """The pump's side: appends to the log (unbuffered, as `run` opens it), tells the follower."""
+
+    def __init__(self, path):
+        self.f = open(path, "wb", buffering=0)
+        self.follower = LogFollower(str(path))
+
+    def append(self, data: bytes):
+        self.f.write(data)
+        self.follower.appended(len(data))
+
+    def end(self):
+        self.f.close()
+        self.follower.end()
+
+
+def reading(follower, n):
+    """follower.read(n) in a thread: (done event, result list)."""
+    done, out = threading.Event(), []
+
+    def go():
+        out.append(follower.read(n))
+        done.set()
+
+    threading.Thread(target=go, daemon=True).start()
+    return done, out
+
+
+def test_a_read_waits_for_all_it_asked_for_and_is_short_only_at_the_end(tmp_path):
+    w = Writer(tmp_path / "job.log")
+    done, out = reading(w.follower, 100)
+    w.append(b"a" * 40)
+    w.append(b"b" * 60)  # the read asked for 100: it gets them in one piece, not 40 then 60
+    assert done.wait(TIMEOUT)
+    assert out == [b"a" * 40 + b"b" * 60]
+    w.append(b"c" * 30)
+    done, out = reading(w.follower, 100)
+    w.end()
+    assert done.wait(TIMEOUT)
+    assert out == [b"c" * 30]  # the job ended: the rest, then the end of the file
+    assert w.follower.read(100) == b""
+
+
+def test_a_reader_that_asked_late_gets_what_was_already_written(tmp_path):
+    w = Writer(tmp_path / "job.log")
+    for _ in range(1000):
+        w.append(b"line\n")  # nobody waits yet: these wake nobody
+    done, out = reading(w.follower, 5000)
+    assert done.wait(TIMEOUT)
+    assert out == [b"line\n" * 1000]
+    done, out = reading(w.follower, 10)
+    w.append(b"0123456789")
+    assert done.wait(TIMEOUT) and out == [b"0123456789"]
+    w.end()
+
+
+def test_readinto_fills_the_buffer_as_a_file_would(tmp_path):
+    w = Writer(tmp_path / "job.log")
+    buf = bytearray(10)
+    got = []
+    t = threading.Thread(target=lambda: got.append(w.follower.readinto(buf)), daemon=True)
+    t.start()
+    for piece in (b"12", b"345", b"67890xyz"):
+        w.append(piece)
+    t.join(TIMEOUT)
+    assert got == [10] and bytes(buf) == b"1234567890"
+    w.end()
+    assert w.follower.read() == b"xyz"
+
+
+# A job whose log the scan follows for several of its chunks: an nvidia-smi table in the head
+# (facts pasted in the log), errors before, across and after the first 4 MiB, output in bursts
+# of every size on stdout and stderr. LABELLED: every line carries a rank, as torchrun prints.
+JOB = r"""
+import os, sys
+label = sys.argv[1] == "labelled"
+def out(fd, text):
+    lines = text.splitlines(keepends=True)
+    if label:
+        lines = [f"[rank{i % 2}]: {ln}" for i, ln in enumerate(lines)]
+    os.write(fd, "".join(lines).encode())
+out(1, "| NVIDIA-SMI 535.54.03    Driver Version: 535.54.03    CUDA Version: 12.2 |\n")
+out(2, "RuntimeError: CUDA error: an illegal memory access was encountered\n")
+noise = "".join(f"step {i} loss {i % 97 / 97:.4f} 3.2it/s\n" for i in range(4000))
+for burst in range(400):
+    out(1 + burst % 2, noise[: 1000 * (1 + burst % 37)] + noise[-200:])
+    if burst == 250:
+        out(1, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n")
+out(1, "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus.\n")
+out(2, "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).\n")
+sys.exit(1)
+"""
+
+
+@pytest.mark.parametrize("kind", ["plain", "labelled"])
+def test_the_diagnosis_at_the_end_is_the_saved_logs(tmp_path, kind):
+    job = tmp_path / "job.py"
+    job.write_text(JOB)
+    log, report = tmp_path / "job.log", tmp_path / "report.json"
+    run = subprocess.run([sys.executable, "-m", "troubleshoot", "run", "--no-probe", "--no-watch", "--format", "json",
+                          "--report", str(report), "--log-to", str(log), "--", sys.executable, str(job), kind],
+                         capture_output=True, cwd=REPO, timeout=300)
+    assert run.returncode == 1, run.stderr.decode()[-2000:]
+    assert log.stat().st_size > 4 << 20  # past the head read ahead, over several scan chunks
+    after = subprocess.run([sys.executable, "-m", "troubleshoot", "diagnose", "--no-probe", "--format", "json",
+                            "--log", str(log)], capture_output=True, cwd=REPO, timeout=300)
+    assert after.returncode == 0, after.stderr.decode()[-2000:]
+    during, saved = json.loads(report.read_text())["diagnoses"], json.loads(after.stdout)["diagnoses"]
+    assert during == saved
+    rules = {d["rule"] for d in during}
+    assert {"cuda-illegal-memory-access", "torch-cuda-oom", "nvidia-xid-79-fallen-off-bus",
+            "dataloader-shm-bus-error"} <= rules, rules
