@@ -2,6 +2,7 @@
 would not, and the diagnosis is the one `troubleshoot diagnose --log` gives on the saved log."""
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -126,3 +127,40 @@ def test_the_diagnosis_at_the_end_is_the_saved_logs(tmp_path, kind):
     rules = {d["rule"] for d in during}
     assert {"cuda-illegal-memory-access", "torch-cuda-oom", "nvidia-xid-79-fallen-off-bus",
             "dataloader-shm-bus-error"} <= rules, rules
+
+
+# The wrapper's threads (scan, watcher) wait while the job runs, and the kernel may hand SIGCHLD
+# to any of them. Here the main thread blocks it, and the job exits only once the wrapper has
+# seen its output end (so the main thread then waits in poll() with nothing else to wake it).
+ANOTHER_THREAD_TAKES_SIGCHLD = r"""
+import signal, sys, threading
+from pathlib import Path
+from troubleshoot.run import wrapper
+path, fifo = Path(sys.argv[1]), sys.argv[2]
+output_ended = threading.Event()
+step = wrapper._Pump.step
+def step_and_tell(self, timeout):
+    out = step(self, timeout)
+    if not self.open:
+        output_ended.set()
+    return out
+wrapper._Pump.step = step_and_tell
+def release():
+    output_ended.wait()
+    open(fifo, "w").close()  # the job's `read` returns: it exits
+threading.Thread(target=release, daemon=True).start()
+threading.Thread(target=threading.Event().wait, daemon=True).start()  # as the scan's thread waits
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+with open(path, "wb") as log:
+    result = wrapper.run(["sh", "-c", f"echo done; exec >&- 2>&-; read x < {fifo}; exit 3"], log, path)
+print("returncode", result.returncode)
+"""
+
+
+def test_the_jobs_end_is_seen_when_another_thread_takes_the_signal(tmp_path):
+    fifo = tmp_path / "release"
+    os.mkfifo(fifo)
+    p = subprocess.run([sys.executable, "-c", ANOTHER_THREAD_TAKES_SIGCHLD, str(tmp_path / "job.log"), str(fifo)],
+                       capture_output=True, cwd=REPO, timeout=60)
+    assert p.returncode == 0, p.stderr.decode()[-2000:]
+    assert p.stdout == b"done\nreturncode 3\n"

@@ -115,6 +115,11 @@ class BackgroundScan:
 
             self.ruleset = self._load()
             self.ready.set()
+            # Every rule once on no input: what the diagnosis at the end parses and imports on
+            # first use (fact paths, its conditions) is then ready.
+            from troubleshoot.engine.diagnose import diagnose
+
+            diagnose(self.ruleset.rules, None, None)
             if self.follower is not None:
                 self._scanned = pipeline.read_sources([self.source], self.ruleset, opener=lambda _: self.follower)
         except BaseException as exc:  # raised again in the caller's thread, by result()

@@ -280,12 +280,17 @@ def run(argv: Sequence[str], log: BinaryIO, log_path: Path, on_output: Callable[
                     pass
 
     started = time.monotonic()
+    # A signal may reach any of our threads (the scan and the watcher wait in theirs); Python
+    # runs its handler in the main thread only once that one runs, and ours may be waiting in
+    # poll() without a timeout. The wakeup fd is written by whichever thread takes the signal.
+    old_wakeup = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
     old_chld = signal.signal(signal.SIGCHLD, wake)
     kw: dict = {"preexec_fn": lambda: _own_group_in_foreground(0)} if handover else {"process_group": 0}
     try:
         proc = subprocess.Popen(list(argv), stdin=None, stdout=child_fds[0], stderr=child_fds[1], close_fds=True, **kw)
     except (OSError, subprocess.SubprocessError) as exc:
         signal.signal(signal.SIGCHLD, old_chld)
+        signal.set_wakeup_fd(old_wakeup)
         for fd in (*reads, wake_r, wake_w):
             os.close(fd)
         if not isinstance(exc, OSError):  # preexec_fn failed: nothing a shell would say
@@ -340,6 +345,7 @@ def run(argv: Sequence[str], log: BinaryIO, log_path: Path, on_output: Callable[
         for s, h in old.items():
             signal.signal(s, h)
         signal.signal(signal.SIGCHLD, old_chld)
+        signal.set_wakeup_fd(old_wakeup)
         if old_winch is not None:
             signal.signal(signal.SIGWINCH, old_winch)
         pump.close()
