@@ -18,6 +18,8 @@ from typing import Callable
 SPARK = "▁▂▃▄▅▆▇█"
 MAX_SAMPLES = 3600  # an hour at 1/s; older samples are thinned, never unbounded
 READING_GAP = 0.25  # seconds between two throughput readings of the job's output
+# NVML talks to the driver through one of these (/dev/dxg: WSL2); without them it cannot work
+GPU_DEVICES = ("/dev/nvidiactl", "/dev/dxg")
 THROUGHPUT = re.compile(rb"(\d+(?:\.\d+)?)\s*(it/s|its/s|samples/s|samples/sec|examples/sec|tokens/s|img/s)")
 
 
@@ -143,6 +145,9 @@ class Watcher:
         self._next_reading = now + READING_GAP
 
     def _init_nvml(self) -> None:
+        if self._nvml is None and not any(os.path.exists(d) for d in GPU_DEVICES):
+            self._nvml = False  # no NVIDIA driver here: importing pynvml and failing costs ~50 ms
+            return
         if self._nvml is None:
             try:
                 import pynvml
