@@ -152,6 +152,10 @@ class _Pump:
 
     def __init__(self, sources: dict[int, int | None], log: BinaryIO, on_output, wake: int):
         self.sources, self.log, self.on_output, self.wake = dict(sources), log, on_output, wake
+        # poll, not epoll: an epoll registration stays on the pipe, and each of the job's writes
+        # (a million for a chatty job) calls into it even while we sleep; poll registers only
+        # while it waits. (1M 24-byte writes: 0.41 s of the job's system time with epoll, 0.35 s
+        # with poll, 0.15 s to /dev/null.)
         self.sel = selectors.PollSelector()
         for fd in [*sources, wake]:
             self.sel.register(fd, selectors.EVENT_READ)
@@ -326,8 +330,8 @@ def run(argv: Sequence[str], log: BinaryIO, log_path: Path, on_output: Callable[
                 kill_at, killed, check = None, True, True
             if 0 < got < TRICKLE:
                 # A job writing line by line (unbuffered, or on a terminal) would wake us once per
-                # line: a millisecond's pause lets its lines gather, so a million of them cost a few
-                # thousand wake-ups. A job writing faster fills the buffer and is read at once.
+                # line: a pause lets its lines gather, so a million of them cost a few hundred
+                # wake-ups. A job writing faster fills the buffer and is read at once.
                 time.sleep(pause)
         proc.returncode = status
         if handover:
