@@ -127,7 +127,14 @@ def cmd_run(args, plugins=None) -> int:
             return
         if not tail:
             tail.extend((pipeline.LogTail(log_path), _live_rules(scan.ruleset)))
-        found = diagnose(tail[1], None, {"run": w.facts()}) + tail[0].new_diagnoses(scan.ruleset)
+        found = diagnose(tail[1], None, {"run": w.facts()})
+        # The log's new lines, when the scan of the whole log is not using the scanner (it is
+        # only when it is behind the job): else next time, from where this one stopped.
+        if scan.exclusive.acquire(blocking=False):
+            try:
+                found += tail[0].new_diagnoses(scan.ruleset)
+            finally:
+                scan.exclusive.release()
         for d in found:
             with lock:
                 if d.rule.id not in said:
