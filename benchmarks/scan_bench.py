@@ -344,24 +344,31 @@ def probe_time() -> str:
 CHATTY_JOB = "import sys\nw = sys.stdout.write\nfor i in range(1_000_000):\n    w(f'step {i} loss {i % 97 / 97:.4f}\\n')\n"
 
 
-def wrapper_figures(tmp: Path, runs: int = 3) -> list[str]:
+def wrapper_figures(tmp: Path, runs: int = 5) -> list[str]:
+    """The job direct and under `troubleshoot run` with its defaults (watcher on; probes would
+    run only if the job failed, and it does not), alternately, both writing to /dev/null."""
     job = tmp / "chatty.py"
     job.write_text(CHATTY_JOB)
     direct, wrapped = [], []
     env = child_env(PYTHONUNBUFFERED="1")  # a write per line, as on a terminal: the worst case
+    load = os.getloadavg()[0]
     for _ in range(runs):
         direct.append(measure([sys.executable, str(job)], env=env))
-        wrapped.append(measure([sys.executable, "-m", "troubleshoot", "run", "--no-probe", "--quiet", "--log-to",
-                                str(tmp / "job.log"), "--", sys.executable, str(job)], env=env))
+        wrapped.append(measure([sys.executable, "-m", "troubleshoot", "run", "--log-to", str(tmp / "job.log"), "--",
+                                sys.executable, str(job)], env=env))
     d = statistics.median(r.wall for r in direct)
     w = statistics.median(r.wall for r in wrapped)
-    out = [f"run wrapper, job printing 1M short lines unbuffered (output to /dev/null, log to {tmp}): direct "
-           f"{d:.2f} s, under `troubleshoot run` {w:.2f} s ({w / d:.2f}x wall; medians of {runs}; start-up, "
-           f"watcher and final diagnosis of the 18 MB log included)"]
+    dc = statistics.median(r.cpu for r in direct)
+    wc = statistics.median(r.cpu for r in wrapped)
+    mb = (tmp / "job.log").stat().st_size / 1e6
+    out = [f"run wrapper, job printing 1M short lines unbuffered (output to /dev/null; `troubleshoot run --log-to "
+           f"{tmp}/job.log -- JOB`): direct {d:.2f} s, under `troubleshoot run` {w:.2f} s ({w / d:.2f}x wall; "
+           f"medians of {runs}, alternated; load average {load:.1f} before); CPU {dc:.2f} s direct, {wc:.2f} s "
+           f"wrapped (job and wrapper: start-up, watcher, scan and diagnosis of the {mb:.0f} MB log included)"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "troubleshoot", "run", "--no-probe", "--quiet", "--log-to", str(tmp / "l3"),
-                    "--", "sleep", "10"], capture_output=True)
+    subprocess.run([sys.executable, "-m", "troubleshoot", "run", "--log-to", str(tmp / "l3"), "--", "sleep", "10"],
+                   capture_output=True)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

@@ -152,7 +152,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "run":
             from troubleshoot import cli_run
 
-            return cli_run.cmd_run(args, _plugins(args))
+            # Installed plugins load once the job runs; a -p plugin that fails stops it before.
+            return cli_run.cmd_run(args, _plugins(args) if args.plugins else None)
         if args.command in ("fixers", "fix", "undo", "history"):
             from troubleshoot import cli_fix
 

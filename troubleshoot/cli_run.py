@@ -63,11 +63,20 @@ def _report_leftovers(result) -> None:
             _err(f"  pid {p.pid}: {p.command}\n")
 
 
-def cmd_run(args, plugins) -> int:
-    from troubleshoot import pipeline
-    from troubleshoot.engine.diagnose import diagnose
+def _live_rules(ruleset) -> list:
+    """Rules on the watcher's `run.*` facts alone: they can fire while the job runs."""
     from troubleshoot.engine.ruleset import fact_paths
+
+    return [r for r in ruleset.rules if r.facts and all(p.startswith("run.") for p in fact_paths(r))]
+
+
+def cmd_run(args, plugins=None) -> int:
+    """`plugins`: None loads the installed ones while the job runs (their problems are told after it)."""
+    # Only what starting the job needs comes before it: rules, the scanner and the engine load
+    # in a thread once it runs (on a 2-core machine the wrapper's start-up then costs the job
+    # nothing), and that thread scans the log as the job writes it.
     from troubleshoot.run import wrapper
+    from troubleshoot.run.follow import BackgroundScan
     from troubleshoot.run.watch import Watcher
 
     closed = wrapper.std_fds()  # first: no file opened below may land on a closed fd 1 or 2
@@ -83,24 +92,49 @@ def cmd_run(args, plugins) -> int:
         log_path = wrapper.default_log_path(cmd, Path(args.log_to))  # a folder: one file per rank in it
     else:
         log_path = Path(args.log_to) if args.log_to else wrapper.default_log_path(cmd)
+    deferred = plugins is None
+
+    def load_rules():  # in the scan's thread
+        nonlocal plugins
+        from troubleshoot import pipeline
+
+        if plugins is None:
+            from troubleshoot.plugins import load_plugins
+
+            plugins = load_plugins()
+        return pipeline.load_rules(args.rules, plugins)
+
     try:
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(log_path, "wb")
+        log = open(log_path, "wb", buffering=0)  # what the pump wrote is in the file for the scan
+        scan = BackgroundScan(str(log_path), load_rules)
     except OSError as exc:
         raise TroubleshootError(f"cannot write the log {log_path}: {exc.strerror or exc}") from None
 
-    ruleset = pipeline.load_rules(args.rules, plugins)
-    live_rules = [r for r in ruleset.rules if r.facts and all(p.startswith("run.") for p in fact_paths(r))]
     said: set[str] = set()
     lock = threading.Lock()
     watcher: Watcher | None = None
-
-    tail = pipeline.LogTail(log_path)
+    tail: list = []  # (LogTail, the live rules), once the rules are loaded
 
     def live(w: Watcher) -> None:
         if args.quiet or len(w.samples) % 5:
             return
-        found = diagnose(live_rules, None, {"run": w.facts()}) + tail.new_diagnoses(ruleset)
+        from troubleshoot import pipeline
+        from troubleshoot.engine.diagnose import diagnose
+
+        scan.ready.wait()
+        if scan.ruleset is None:
+            return
+        if not tail:
+            tail.extend((pipeline.LogTail(log_path), _live_rules(scan.ruleset)))
+        found = diagnose(tail[1], None, {"run": w.facts()})
+        # The log's new lines, when the scan of the whole log is not using the scanner (it is
+        # only when it is behind the job): else next time, from where this one stopped.
+        if scan.exclusive.acquire(blocking=False):
+            try:
+                found += tail[0].new_diagnoses(scan.ruleset)
+            finally:
+                scan.exclusive.release()
         for d in found:
             with lock:
                 if d.rule.id not in said:
@@ -109,12 +143,17 @@ def cmd_run(args, plugins) -> int:
 
     def on_start(pid: int) -> None:
         nonlocal watcher
+        scan.start()
         if not args.no_watch:
             watcher = Watcher(pid, args.interval, on_sample=live).start()
 
+    def on_output(data: bytes) -> None:
+        scan.appended(len(data))
+        if watcher:
+            watcher.feed(data)
+
     try:
-        result = wrapper.run(cmd, log, log_path, on_output=lambda b: watcher.feed(b) if watcher else None,
-                             on_start=on_start, grace=grace, closed=closed)
+        result = wrapper.run(cmd, log, log_path, on_output=on_output, on_start=on_start, grace=grace, closed=closed)
     except wrapper.ExecError as exc:
         _say(f"error: {exc}")
         return exc.exit_code
@@ -122,7 +161,17 @@ def cmd_run(args, plugins) -> int:
         if watcher:
             watcher.stop()
         log.close()
+        scan.stop()
 
+    from troubleshoot import pipeline
+    from troubleshoot.sources import FactsSource, Sources
+
+    scan.ready.wait()  # the thread has set `plugins` (and keeps scanning the log's end)
+    if deferred and plugins is not None:
+        from troubleshoot.plugins import warn
+
+        warn(plugins.problems)
+        plugins.problems.clear()
     run_facts = watcher.facts(final=True) if watcher else None
     failed = result.returncode != 0
     facts: dict = {}
@@ -130,9 +179,15 @@ def cmd_run(args, plugins) -> int:
         facts = pipeline.probe(None, plugins)
     if run_facts:
         facts["run"] = run_facts
+    # The same diagnosis as `diagnose --log LOG` with these facts (pipeline.run), of the scan
+    # made while the job ran.
+    ruleset, scanned = scan.result()
+    with scanned:
+        res = pipeline.diagnose_scanned(scanned, Sources([scan.source], [FactsSource(facts, "machine facts")]
+                                                         if facts else []), ruleset)
+    live_rules = _live_rules(ruleset)
     # A job that succeeded still gets what its output or the watcher showed (a recovered OOM,
     # data loading dominating steps, memory climbing); machine-only findings need a failure.
-    res = pipeline.run(str(log_path), facts=facts or None, ruleset=ruleset)
     diagnoses = res.diagnoses if failed else [d for d in res.diagnoses if d.count or d.rule in live_rules]
 
     how = f"killed by signal {result.signal}" if result.signal else f"exit {result.returncode}"

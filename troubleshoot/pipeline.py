@@ -13,7 +13,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import BinaryIO, Mapping, Sequence
+from typing import BinaryIO, Callable, Mapping, Sequence
 
 from troubleshoot import logfiles, paste
 from troubleshoot.engine import merge, timestamps
@@ -134,15 +134,17 @@ class Scanned:
         self.close()
 
 
-def read_sources(logs: Sequence[LogSource], ruleset: RuleSet, cancel=None, progress=None) -> Scanned:
+def read_sources(logs: Sequence[LogSource], ruleset: RuleSet, cancel=None, progress=None,
+                 opener: Callable[[LogSource], BinaryIO] | None = None) -> Scanned:
     """Scan every log once. `cancel` (a threading.Event) stops between two chunks (ScanCancelled);
-    `progress(bytes_read)` follows the log being read."""
+    `progress(bytes_read)` follows the log being read; `opener(source)` gives a log's stream
+    instead of its file (`troubleshoot run` reads the log as the job writes it)."""
     tmp = tempfile.TemporaryDirectory(prefix="troubleshoot-ranks-") if logs else None
     units: list[_Unit] = []
     try:
         patterns = scan_patterns(ruleset.rules) if logs else None
         for i, src in enumerate(logs):
-            units += _read(src, i, ruleset, patterns, tmp.name, cancel, progress)
+            units += _read(src, i, ruleset, patterns, tmp.name, cancel, progress, opener)
     except BaseException:
         if tmp is not None:
             tmp.cleanup()
@@ -184,9 +186,11 @@ def _lines(units: list[_Unit]) -> int:
 
 
 def _read(src: LogSource, order: int, ruleset: RuleSet, patterns, tmp: str, cancel=None,
-          progress=None) -> list[_Unit]:
+          progress=None, opener=None) -> list[_Unit]:
     if src.text is not None:
         stream: BinaryIO = io.BytesIO(src.text.encode("utf-8", "surrogateescape"))
+    elif opener is not None:
+        stream = opener(src)
     else:
         stream = logfiles.open_binary(src.path, src.name)
     try:

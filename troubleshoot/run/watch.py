@@ -18,6 +18,8 @@ from typing import Callable
 SPARK = "▁▂▃▄▅▆▇█"
 MAX_SAMPLES = 3600  # an hour at 1/s; older samples are thinned, never unbounded
 READING_GAP = 0.25  # seconds between two throughput readings of the job's output
+# NVML talks to the driver through one of these (/dev/dxg: WSL2); without them it cannot work
+GPU_DEVICES = ("/dev/nvidiactl", "/dev/dxg")
 THROUGHPUT = re.compile(rb"(\d+(?:\.\d+)?)\s*(it/s|its/s|samples/s|samples/sec|examples/sec|tokens/s|img/s)")
 
 
@@ -114,7 +116,6 @@ class Watcher:
         self.mem_limit_mib = _cgroup_limit() or (_mem_total() or None)
 
     def start(self) -> "Watcher":
-        self._init_nvml()
         self._thread.start()
         return self
 
@@ -144,6 +145,9 @@ class Watcher:
         self._next_reading = now + READING_GAP
 
     def _init_nvml(self) -> None:
+        if self._nvml is None and not any(os.path.exists(d) for d in GPU_DEVICES):
+            self._nvml = False  # no NVIDIA driver here: importing pynvml and failing costs ~50 ms
+            return
         if self._nvml is None:
             try:
                 import pynvml
@@ -160,6 +164,7 @@ class Watcher:
             self._handles = None
 
     def _loop(self) -> None:
+        self._init_nvml()  # here, not in start(): importing pynvml and its init take ~50 ms
         while not self._stop.wait(self.interval):
             try:
                 s = self.sample()
