@@ -23,7 +23,9 @@ class ManySmallTensors(Dataset):
 
 
 if __name__ == "__main__":
-    loader = DataLoader(ManySmallTensors(), batch_size=None, num_workers=2, prefetch_factor=8)
+    # timeout: rarely a worker's descriptor-sharing thread fails in a loop instead of the main
+    # process raising; the main process then waits for a batch that never comes. It raises instead.
+    loader = DataLoader(ManySmallTensors(), batch_size=None, num_workers=2, prefetch_factor=8, timeout=60)
     kept = []
     for step, sample in enumerate(loader):
         kept.append(sample)  # holding on to batches keeps their descriptors open
