@@ -128,13 +128,7 @@ def cmd_run(args, plugins=None) -> int:
         if not tail:
             tail.extend((pipeline.LogTail(log_path), _live_rules(scan.ruleset)))
         found = diagnose(tail[1], None, {"run": w.facts()})
-        # The log's new lines, when the scan of the whole log is not using the scanner (it is
-        # only when it is behind the job): else next time, from where this one stopped.
-        if scan.exclusive.acquire(blocking=False):
-            try:
-                found += tail[0].new_diagnoses(scan.ruleset)
-            finally:
-                scan.exclusive.release()
+        found += tail[0].new_diagnoses(scan.ruleset)  # the log's new lines
         for d in found:
             with lock:
                 if d.rule.id not in said:

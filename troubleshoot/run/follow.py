@@ -19,9 +19,8 @@ from typing import Callable
 
 
 class LogFollower:
-    def __init__(self, path: str, busy: threading.Lock | None = None):
+    def __init__(self, path: str):
         self._f = open(path, "rb", buffering=0)
-        self._busy = busy  # held by the reader except while it waits in readinto
         self._cond = threading.Condition()
         self._appended = 0  # bytes the writer has put in the file
         self._want = 0  # the reader waits until the file holds this many bytes
@@ -59,15 +58,9 @@ class LogFollower:
                     continue
                 if ended:
                     break
-                if self._busy is not None:
-                    self._busy.release()
-                try:
-                    with self._cond:
-                        self._want = self._pos + len(view) - got
-                        self._cond.wait_for(lambda: self._ended or self._appended >= self._want)
-                finally:
-                    if self._busy is not None:
-                        self._busy.acquire()
+                with self._cond:
+                    self._want = self._pos + len(view) - got
+                    self._cond.wait_for(lambda: self._ended or self._appended >= self._want)
             return got
 
     def read(self, n: int = -1) -> bytes:
@@ -101,11 +94,9 @@ class BackgroundScan:
 
         self.source = LogSource(log_path, log_path)
         self._load = load_rules
-        # The scanner's hyperscan database is one per process, with one scratch space: two
-        # scans at once fail (ScratchInUseError). The scan holds this except while it waits for
-        # the job's output; another scan while the job runs takes it first (`exclusive`).
-        self._busy = threading.Lock()
-        self.follower = LogFollower(log_path, self._busy) if stat.S_ISREG(os.stat(log_path).st_mode) else None
+        # Each scan has its own hyperscan scratch space (engine.hsdb.scratch), so the live
+        # diagnoses may scan new lines while this scan runs.
+        self.follower = LogFollower(log_path) if stat.S_ISREG(os.stat(log_path).st_mode) else None
         self.ready = threading.Event()  # set once the rules are loaded (or failed to)
         self.ruleset = None
         self._scanned = None
@@ -120,13 +111,7 @@ class BackgroundScan:
         if self.follower is not None:
             self.follower.appended(n)
 
-    @property
-    def exclusive(self) -> threading.Lock:
-        """Held around a scan made in another thread while this one runs (the live diagnoses)."""
-        return self._busy
-
     def _work(self) -> None:
-        self._busy.acquire()
         try:
             from troubleshoot import pipeline
 
@@ -143,7 +128,6 @@ class BackgroundScan:
             self._error = exc
         finally:
             self.ready.set()
-            self._busy.release()
             if self.follower is not None:
                 self.follower.close()
 
