@@ -128,8 +128,10 @@ def test_thread_count_follows_the_cores_and_the_input(monkeypatch):
     monkeypatch.setattr(scanpool.os, "sched_getaffinity", lambda pid: {0}, raising=False)
     assert scanpool.scan_threads(1 << 30, 4 << 20) == 0  # one core: the scan stays in this thread
     monkeypatch.setattr(scanpool.os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
-    assert scanpool.scan_threads(1 << 30, 4 << 20) == scanpool.MAX_THREADS
-    assert scanpool.scan_threads(None, 4 << 20) == scanpool.MAX_THREADS  # a pipe: size unknown
+    assert scanpool.scan_threads(1 << 30, 4 << 20) == scanpool.MAX_THREADS - 1  # and this thread
+    assert scanpool.scan_threads(None, 4 << 20) == scanpool.MAX_THREADS - 1  # a pipe: size unknown
+    monkeypatch.setattr(scanpool.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert scanpool.scan_threads(1 << 30, 4 << 20) == 1
     assert scanpool.scan_threads(1 << 20, 4 << 20) == 0  # a small log
     monkeypatch.setenv("TROUBLESHOOT_SCAN_THREADS", "0")
     assert scanpool.scan_threads(1 << 30, 4 << 20) == 0
@@ -169,5 +171,5 @@ def test_the_size_of_what_is_left_decides(tmp_path, monkeypatch):
     assert started == []  # below PARALLEL_MIN_BYTES
     monkeypatch.setattr(scanner, "PARALLEL_MIN_BYTES", 1024)
     pipeline.run(str(log), ruleset=ruleset)
-    assert started == [2]
+    assert started == [1]  # one worker beside the scanner's own thread on two cores
     assert scan_threads_alive() == []

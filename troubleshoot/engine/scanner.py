@@ -518,21 +518,26 @@ class _HyperscanCandidates(_Candidates):
             self.strip_all = False  # the colour is gone: coloured lines are gathered again
 
     def start(self, chunk, end: int, pool=None) -> "_Prefilter":
-        """Begin the database's pass over chunk[:end]: in `pool`'s threads when given (one part
-        per thread, split at newlines), else here and now. `spans` collects it."""
+        """The database's pass over chunk[:end]; with `pool`, split at newlines into one part per
+        worker and one for this thread, all scanned at once (hyperscan releases the GIL while
+        it scans). Verifying waits for the whole pass: had the workers scanned the next chunk
+        while this thread verified, each of their match reports would have waited for the GIL
+        (on a hit-dense log that cost more than the threads saved)."""
         coloured = self.raw_ansi and chunk.find(b"\x1b", 0, end) >= 0
-        if pool is None:
-            view = chunk if end == len(chunk) else memoryview(chunk)[:end]
-            found = scanpool.reports(self.db, view, 0, self.scratch)
-            escaped = self._escaped(chunk, end) if coloured else None
-            if escaped is not None:
-                found += escaped.reports(scanpool.reports(self.db, escaped.text, 0, self.scratch))
-            return _Prefilter(found, escaped=escaped)
         with memoryview(chunk) as whole:
-            jobs = [pool.submit(whole[a:b], a) for a, b in _parts(chunk, end, pool.size)]
-        # The coloured lines are gathered while the threads scan the raw parts.
+            if pool is None:
+                found = scanpool.reports(self.db, whole[:end], 0, self.scratch)
+                jobs = []
+            else:
+                first, *rest = _parts(chunk, end, pool.size + 1)
+                jobs = [pool.submit(whole[a:b], a) for a, b in rest]
+                found = scanpool.reports(self.db, whole[first[0] : first[1]], first[0], self.scratch)
         escaped = self._escaped(chunk, end) if coloured else None
-        return _Prefilter(None, jobs, escaped, pool.submit(escaped.text) if escaped is not None else None)
+        if escaped is not None:
+            found += escaped.reports(scanpool.reports(self.db, escaped.text, 0, self.scratch))
+        for job in jobs:
+            found += job.result()
+        return _Prefilter(found, escaped)
 
     def _escaped(self, chunk, end: int) -> "_Escaped":
         escaped = _Escaped(chunk, end)
@@ -666,22 +671,14 @@ class _Escaped:
 
 
 class _Prefilter:
-    """A chunk's database pass, done (`found`) or under way in a pool's threads (`jobs`, and the
-    job scanning the stripped coloured lines)."""
+    """A chunk's database pass: its match reports, and the coloured lines scanned stripped."""
 
-    __slots__ = ("found", "jobs", "escaped", "escaped_job")
+    __slots__ = ("found", "escaped")
 
-    def __init__(self, found: list[int] | None, jobs=(), escaped: "_Escaped | None" = None, escaped_job=None):
-        self.found, self.jobs, self.escaped, self.escaped_job = found, jobs, escaped, escaped_job
+    def __init__(self, found: list[int], escaped: "_Escaped | None" = None):
+        self.found, self.escaped = found, escaped
 
     def reports(self) -> list[int]:
-        if self.found is None:
-            found: list[int] = []
-            for job in self.jobs:
-                found += job.result()
-            if self.escaped_job is not None:
-                found += self.escaped.reports(self.escaped_job.result())
-            self.found = found
         return self.found
 
 
@@ -825,25 +822,16 @@ def scan_stream(stream: BinaryIO, patterns: Sequence[ScanPattern], backend: str 
     line_base = 1
     pool = finder.pool(threads) if threads else None
     try:
-        # With a pool, two buffers: the next chunk is read, and its database pass begun in the
-        # pool's threads, before the current one is verified here (in chunk order, as without).
-        chunks = _Chunks(stream, chunk_size, 2 if pool is not None else 1, progress)
-
-        def next_chunk():
+        chunks = _Chunks(stream, chunk_size, 1, progress)
+        while True:
             if cancel is not None and cancel.is_set():
                 raise ScanCancelled()
             got = chunks.next()
             if got is None:
-                return None
+                break
             chunk, end = _prepared(got[0], got[1], finder)
-            return chunk, end, got[2], (finder.start(chunk, end, pool) if pool is not None else None)
-
-        held = next_chunk()
-        while held is not None:
-            after = next_chunk() if pool is not None else None
-            chunk, end, final, prefilter = held
-            line_base = _verify_chunk(chunk, end, line_base, finder, patterns, hits, prefilter) + final
-            held = after if pool is not None else next_chunk()
+            prefilter = finder.start(chunk, end, pool) if pool is not None else None
+            line_base = _verify_chunk(chunk, end, line_base, finder, patterns, hits, prefilter) + got[2]
     finally:
         if pool is not None:
             pool.close()

@@ -1,8 +1,8 @@
 """Threads that run hyperscan scans beside the scanner's own thread.
 
 hyperscan's `Database.scan` releases the GIL while it scans (it takes it back only to report a
-match), so the raw pass over the next chunk of a log runs on other cores while the scanner's
-thread reads, counts and verifies the current one. Each thread has its own scratch space (one
+match), so the raw pass over a chunk of a log is split between the scanner's thread and these
+workers, one part each, all scanning at once; the scanner's thread then verifies the chunk. Each thread has its own scratch space (one
 scratch per concurrent scan, as hyperscan requires). Jobs only read the bytes they are given and
 return match reports; everything that depends on earlier results (retired patterns, hit caps,
 line numbers) stays with the caller, in chunk order, so a scan with threads finds exactly what
@@ -15,24 +15,26 @@ import os
 import queue
 import threading
 
-# Above this many threads the scanner's own thread, not hyperscan, sets the pace.
+# Threads in one pass, the scanner's own included: above this many its verifying, not
+# hyperscan, sets the pace.
 MAX_THREADS = 4
 
 
 def scan_threads(size: int | None, min_bytes: int) -> int:
     """Worker threads worth starting for an input of `size` bytes (None: unknown, a pipe): one per
-    core up to MAX_THREADS, none on a single core or for an input under `min_bytes`.
+    core besides the scanner's own, MAX_THREADS in all at most; none on a single core or for an
+    input under `min_bytes`.
     $TROUBLESHOOT_SCAN_THREADS, when set, is the number (0: the scan stays in one thread)."""
     env = os.environ.get("TROUBLESHOOT_SCAN_THREADS", "").strip()
     if env.isdigit():
-        return min(int(env), MAX_THREADS)
+        return min(int(env), MAX_THREADS - 1)
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not Linux
         cores = os.cpu_count() or 1
     if cores < 2 or (size is not None and size < min_bytes):
         return 0
-    return min(cores, MAX_THREADS)
+    return min(cores, MAX_THREADS) - 1
 
 
 def reports(db, data, offset: int = 0, scratch=None) -> list[int]:
