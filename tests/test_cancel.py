@@ -37,9 +37,12 @@ def test_cancelled_probes_return_and_their_children_are_killed():
     probes = [Probe("quick", lambda ctx: {"available": True}), Probe("slow", slow, timeout=600)]
     cancel = threading.Event()
     out = {}
-    t = threading.Thread(target=lambda: out.update(snap=run_probes(probes, ctx, cancel=cancel)))
+    collected = []
+    t = threading.Thread(target=lambda: out.update(
+        snap=run_probes(probes, ctx, on_result=lambda o: collected.append(o.name), cancel=cancel)))
     t.start()
     wait_until(lambda: runner._children)  # the child interpreter is running
+    wait_until(lambda: "quick" in collected)  # under load the quick probe may not be in yet
     child = next(iter(runner._children))
     cancel.set()
     runner.kill()
