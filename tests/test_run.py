@@ -17,8 +17,9 @@ torch = pytest.importorskip("torch")
 EXAMPLES = [
     ("cuda_on_cpu_build.py", "framework-cuda-unavailable", 1),
     ("too_many_open_files.py", "too-many-open-files", 1),
-    ("host_oom.py", "host-oom", 1),
     ("nan_loss_anomaly.py", "nan-loss", 1),
+    # About ten seconds on a loaded 2-core machine (it fills memory until the limit kills it).
+    pytest.param("host_oom.py", "host-oom", 1, marks=pytest.mark.slow),
     # These two run for about ten seconds each, so that the watcher sees the trend.
     pytest.param("io_stall.py", "io-stall", 0, marks=pytest.mark.slow),
     pytest.param("memory_leak.py", "gpu-memory-leak", 0, marks=pytest.mark.slow),

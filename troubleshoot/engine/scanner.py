@@ -808,8 +808,9 @@ def scan_stream(stream: BinaryIO, patterns: Sequence[ScanPattern], backend: str 
     `cancel` (anything with `is_set()`, e.g. a threading.Event) is checked before each chunk:
     when set, ScanCancelled is raised. `progress` is called with the bytes read so far.
     $TROUBLESHOOT_SCAN_ENGINE forces an engine as `backend` does (the benchmark compares them).
-    `threads`: hyperscan worker threads (None: one per core up to scanpool.MAX_THREADS, none on
-    one core or for a small input; see scanpool); every thread has ended when this returns."""
+    `threads`: hyperscan worker threads beside this one (None: one per further core, up to
+    scanpool.MAX_THREADS threads in all, none on one core or for a small input; see scanpool);
+    every worker has ended when this returns."""
     backend = backend or os.environ.get("TROUBLESHOOT_SCAN_ENGINE") or None
     size = _stream_size(stream)
     if size is None or size > STEADY_HEAP_BYTES:
