@@ -823,7 +823,7 @@ def scan_stream(stream: BinaryIO, patterns: Sequence[ScanPattern], backend: str 
     line_base = 1
     pool = finder.pool(threads) if threads else None
     try:
-        chunks = _Chunks(stream, chunk_size, 1, progress)
+        chunks = _Chunks(stream, chunk_size, progress)
         while True:
             if cancel is not None and cancel.is_set():
                 raise ScanCancelled()
@@ -844,37 +844,34 @@ PARALLEL_MIN_BYTES = 4 << 20
 
 
 class _Chunks:
-    """A stream read in chunks of whole lines, into `buffers` reused buffers in turn: with two,
-    a chunk handed out stays intact while the next one is read. A line longer than LONG_LINE
-    comes out in windows (numbered as one line); the unfinished last line comes out at the end
-    with `final` set (it counts as a line)."""
+    """A stream read in chunks of whole lines into one reused buffer. A line longer than
+    LONG_LINE comes out in windows (numbered as one line); the unfinished last line comes out
+    at the end with `final` set (it counts as a line)."""
 
-    def __init__(self, stream, chunk_size: int, buffers: int, progress=None):
-        self.bufs = [bytearray(2 * chunk_size) for _ in range(buffers)]
-        self.turn = 0
+    def __init__(self, stream, chunk_size: int, progress=None):
+        self.buf = bytearray(2 * chunk_size)
         self.size = chunk_size
         self.read_into = _reader(stream)
         self.progress = progress
         self.total = 0
-        self.tail: tuple[bytearray, int, int] = (self.bufs[0], 0, 0)  # the unfinished line: buffer, start, stop
+        self.tail: tuple[int, int] = (0, 0)  # the unfinished line: start, stop
         self.eof = False
 
     def next(self) -> tuple[bytearray, int, int] | None:
         """(buffer, end, final) with whole lines in buffer[:end]; None at the end."""
         if self.eof:
             return None
-        src, a, b = self.tail
-        buf = self.bufs[self.turn]
-        self.turn = (self.turn + 1) % len(self.bufs)
+        a, b = self.tail
+        buf = self.buf
         have = b - a
         if have:
-            buf[:have] = src[a:b]  # each read lands after the line carried over
+            buf[:have] = buf[a:b]  # each read lands after the line carried over
         size = self.size
         while True:
             if len(buf) - have < size:
                 if have >= max(size, LONG_LINE):
                     # A line longer than LONG_LINE: matched in windows, numbered as one line.
-                    self.tail = (buf, 0, 0)
+                    self.tail = (0, 0)
                     return buf, have, 0
                 buf.extend(bytes(len(buf)))
             n = self.read_into(buf, have, size)
@@ -889,7 +886,7 @@ class _Chunks:
             if cut < 0:
                 have = end
                 continue
-            self.tail = (buf, cut + 1, end)
+            self.tail = (cut + 1, end)
             return buf, cut + 1, 0
 
 
