@@ -24,7 +24,7 @@ import os
 import re
 from collections import deque
 from dataclasses import dataclass, field
-from typing import BinaryIO, Callable, Iterable, Sequence
+from typing import BinaryIO, Callable, Iterable, NamedTuple, Sequence
 
 from troubleshoot.engine import scanpool
 from troubleshoot.engine.literals import required_literals
@@ -548,7 +548,7 @@ class _HyperscanCandidates(_Candidates):
     def spans(self, chunk, end: int, prefilter: "_Prefilter | None" = None):
         if prefilter is None:
             prefilter = self.start(chunk, end)
-        reports = prefilter.reports()
+        reports = prefilter.found
         escaped = prefilter.escaped
         if self.rest is not None:
             rest = bytes(chunk if end == len(chunk) else memoryview(chunk)[:end])
@@ -670,16 +670,11 @@ class _Escaped:
         return out
 
 
-class _Prefilter:
+class _Prefilter(NamedTuple):
     """A chunk's database pass: its match reports, and the coloured lines scanned stripped."""
 
-    __slots__ = ("found", "escaped")
-
-    def __init__(self, found: list[int], escaped: "_Escaped | None" = None):
-        self.found, self.escaped = found, escaped
-
-    def reports(self) -> list[int]:
-        return self.found
+    found: list[int]
+    escaped: "_Escaped | None" = None
 
 
 def _parts(chunk, end: int, n: int) -> list[tuple[int, int]]:
