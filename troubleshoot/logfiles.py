@@ -93,6 +93,27 @@ class Peeked:
         except (AttributeError, ValueError, OSError, io.UnsupportedOperation):
             return None
 
+    def file_span(self):
+        """(fd, offset, seek) when what is left to read is a plain file's bytes from offset to
+        its end, for a scanner that reads by offset (see scanner._file_span); else None."""
+        from troubleshoot.engine.scanner import FileSpan
+
+        rest = self.rest
+        if type(rest) not in (io.BufferedReader, io.FileIO):
+            return None
+        try:
+            fd = rest.fileno()
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            at = rest.tell() - (len(self.head) - self.at)
+        except (OSError, ValueError):
+            return None
+
+        def seek(offset: int) -> None:
+            self.head, self.at = b"", 0
+            rest.seek(offset)
+        return FileSpan(fd, at, seek)
+
     def readinto(self, buf) -> int:
         left = len(self.head) - self.at
         if left > 0:

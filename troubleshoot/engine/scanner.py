@@ -5,11 +5,14 @@ engine finds the few candidate lines of each chunk — hyperscan (all patterns i
 database, cached on disk), else RE2 (one combined program), else a literal prefilter (pure
 Python) — and only those lines are decoded, cleaned and verified with the pattern's own regex
 (RE2 where installed, else `re`), which decides the match and extracts captures. All three
-engines give identical results: the fast pass only proposes lines. hyperscan's pass over the
-next chunk runs in worker threads (scanpool) while this thread verifies the current one, in
-chunk order, with a second buffer. Memory stays bounded and does not grow with the log: one or
-two buffers, and per pattern group a count, the first and last few lines and the latest
-captures, never the lines themselves.
+engines give identical results: the fast pass only proposes lines. Memory stays bounded and
+does not grow with the log: one buffer, and per pattern group a count, the first and last few
+lines and the latest captures, never the lines themselves.
+
+On more than one core a large log file is cut into ranges of whole lines, one per core, each
+scanned by a forked process (scanproc) whose matches this process then applies in log order;
+where forking is not safe (another thread runs, a pipe) hyperscan's pass over each chunk is
+shared with worker threads instead (scanpool). Either way the result is the one-thread result.
 
 Line numbers count `\\n` like `grep -n`. A `\\r` inside a line (progress bars) splits it into
 segments that are matched separately; ANSI escape sequences are removed before matching;
@@ -26,7 +29,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import BinaryIO, Callable, Iterable, NamedTuple, Sequence
 
-from troubleshoot.engine import scanpool
+from troubleshoot.engine import scanpool, scanproc
 from troubleshoot.engine.literals import required_literals
 from troubleshoot.engine.values import parse_bytes
 
@@ -245,10 +248,12 @@ class _Candidates:
         self.patterns = patterns
         self.verifiers: list = []
         self.active = list(range(len(patterns)))
+        self.retired: set[int] = set()
         self.dirty = False
         self._build()
 
     def retire(self, index: int) -> None:
+        self.retired.add(index)
         if index in self.active:
             self.active.remove(index)
             self.dirty = True
@@ -487,7 +492,6 @@ class _HyperscanCandidates(_Candidates):
         self.rest = rest
         self.single = single
         self.sources = sources
-        self.retired: set[int] = set()
         self._context = None  # (database, subset index -> pattern index, ..., scratch), built when first needed
         self.strip_all = False  # strip whole chunks (see COLOURED_LINE_BYTES)
         super().__init__(patterns)
@@ -502,7 +506,6 @@ class _HyperscanCandidates(_Candidates):
 
     def retire(self, index: int) -> None:
         # Rebuilding the database would cost more than ignoring its reports.
-        self.retired.add(index)
         if self.rest is not None:
             self.rest.retire(index)
         super().retire(index)
@@ -797,15 +800,19 @@ def _re2_finder(rx):
 
 def scan_stream(stream: BinaryIO, patterns: Sequence[ScanPattern], backend: str | None = None,
                 chunk_size: int = CHUNK_SIZE, cancel=None,
-                progress: Callable[[int], None] | None = None, threads: int | None = None) -> ScanResult:
+                progress: Callable[[int], None] | None = None, threads: int | None = None,
+                fork: bool | None = None) -> ScanResult:
     """Scan a binary stream once; return per (group, role) bounded hit records.
 
     `cancel` (anything with `is_set()`, e.g. a threading.Event) is checked before each chunk:
     when set, ScanCancelled is raised. `progress` is called with the bytes read so far.
     $TROUBLESHOOT_SCAN_ENGINE forces an engine as `backend` does (the benchmark compares them).
-    `threads`: hyperscan worker threads beside this one (None: one per further core, up to
-    scanpool.MAX_THREADS threads in all, none on one core or for a small input; see scanpool);
-    every worker has ended when this returns."""
+    `threads`: helpers beside this thread (None: one per further core, up to scanpool.MAX_THREADS
+    in all, none on one core or for a small input; see scanpool). A regular file of
+    FORK_MIN_BYTES or more, read by a process that runs no other thread, is cut into one range
+    per helper, each scanned by a forked process (scanproc); otherwise the helpers are threads
+    that share hyperscan's pass over each chunk. `fork` True forks wherever the stream is a file
+    (tests), False never. Every helper has ended when this returns."""
     backend = backend or os.environ.get("TROUBLESHOOT_SCAN_ENGINE") or None
     size = _stream_size(stream)
     if size is None or size > STEADY_HEAP_BYTES:
@@ -814,28 +821,261 @@ def scan_stream(stream: BinaryIO, patterns: Sequence[ScanPattern], backend: str 
     finder.verifiers = _Verifiers(patterns, backend)
     if threads is None:
         threads = scanpool.scan_threads(size, PARALLEL_MIN_BYTES)
+    if threads and fork is not False and (fork or (size or 0) >= FORK_MIN_BYTES and scanproc.forkable()):
+        span = _file_span(stream)
+        if span is not None:
+            found = _scan_forked(span, patterns, finder, threads + 1, chunk_size, cancel, progress)
+            if found is not None:
+                return found
     hits: dict[tuple[str, str], GroupHits] = {}
-    line_base = 1
     pool = finder.pool(threads) if threads else None
     try:
         chunks = _Chunks(stream, chunk_size, progress)
-        while True:
-            if cancel is not None and cancel.is_set():
-                raise ScanCancelled()
-            got = chunks.next()
-            if got is None:
-                break
-            chunk, end = _prepared(got[0], got[1], finder)
-            prefilter = finder.start(chunk, end, pool) if pool is not None else None
-            line_base = _verify_chunk(chunk, end, line_base, finder, patterns, hits, prefilter) + got[2]
+        line = _scan_chunks(chunks, finder, _checker(patterns, hits, finder), 1, cancel, pool)
     finally:
         if pool is not None:
             pool.close()
-    return ScanResult(total_lines=line_base - 1, total_bytes=chunks.total, hits=hits, backend=finder.name)
+    return ScanResult(total_lines=line - 1, total_bytes=chunks.total, hits=hits, backend=finder.name)
 
 
 # Below this many bytes a scan stays in one thread: starting workers would cost more than it saves.
 PARALLEL_MIN_BYTES = 4 << 20
+# Below this many bytes a scan does not fork: a child and its report cost a few milliseconds.
+FORK_MIN_BYTES = 8 << 20
+# A child stops (and the parent scans the rest of its range) once its report reaches this size:
+# the parent holds the reports of the ranges after its own until it gets to them.
+REPORT_BYTES = 16 << 20
+
+
+def _scan_chunks(chunks: "_Chunks", finder: _Candidates, check, line: int, cancel=None, pool=None,
+                 between: Callable[[], None] | None = None) -> int:
+    """Verify every chunk; return the number of the line after the last one."""
+    while True:
+        if cancel is not None and cancel.is_set():
+            raise ScanCancelled()
+        got = chunks.next()
+        if got is None:
+            return line
+        chunk, end = _prepared(got[0], got[1], finder)
+        prefilter = finder.start(chunk, end, pool) if pool is not None else None
+        line = _verify_chunk(chunk, end, line, finder, check, prefilter) + got[2]
+        if between is not None:
+            between()
+
+
+def _checker(patterns: Sequence[ScanPattern], hits: dict, finder: _Candidates):
+    def check(raw: bytes, line: int, idxs) -> None:
+        matches = _verify_line(raw, idxs, patterns, finder)
+        if matches:
+            _apply(line, matches, patterns, hits, finder)
+    return check
+
+
+class FileSpan(NamedTuple):
+    """A stream whose unread bytes are those of a file descriptor from `at` to its end."""
+
+    fd: int
+    at: int
+    seek: Callable[[int], object]  # leaves the stream at a file offset, as if read to there
+
+
+def _file_span(stream) -> FileSpan | None:
+    """The stream as a file read by offsets; None unless it is a plain binary file (or a stream
+    that says what file it reads, `file_span()`), never a decompressing reader: its offsets are
+    not the file's."""
+    span = getattr(stream, "file_span", None)
+    if span is not None:
+        return span()
+    if type(stream) not in (io.BufferedReader, io.FileIO):
+        return None
+    try:
+        return FileSpan(stream.fileno(), stream.tell(), stream.seek)
+    except (OSError, ValueError):
+        return None
+
+
+class _FileRange:
+    """Bytes `start` to `stop` (None: the end) of a file, read by offset: readinto() for _Chunks."""
+
+    def __init__(self, fd: int, start: int, stop: int | None):
+        self.fd, self.at, self.stop = fd, start, stop
+
+    def readinto(self, view) -> int:
+        if self.stop is not None and len(view) > self.stop - self.at:
+            view = view[: max(self.stop - self.at, 0)]
+        n = os.preadv(self.fd, [view], self.at) if len(view) else 0
+        self.at += n
+        return n
+
+
+def _cuts(fd: int, start: int, parts: int, least: int) -> list[int] | None:
+    """[start, ..., size]: the file from `start` cut into `parts` ranges of whole lines (each cut
+    just after a newline); None when a range would be under `least` bytes or a cut finds no
+    newline within a chunk's length."""
+    size = os.fstat(fd).st_size
+    if size - start < parts * least:
+        return None
+    cuts = [start]
+    for k in range(1, parts):
+        at = start + (size - start) * k // parts
+        nl = os.pread(fd, CHUNK_SIZE, at).find(b"\n")
+        if nl < 0 or not cuts[-1] < at + nl + 1 < size:
+            return None
+        cuts.append(at + nl + 1)
+    cuts.append(size)
+    return cuts
+
+
+def _scan_forked(span: FileSpan, patterns: Sequence[ScanPattern], finder: _Candidates, parts: int,
+                 chunk_size: int, cancel, progress) -> ScanResult | None:
+    """The file cut into `parts` ranges: the first scanned here, each other by a forked child
+    (scanproc), whose matches are then applied here in log order; the rest of the file (a last
+    line without its newline, lines written meanwhile) and any range a child left are scanned
+    here. None when the file is too small to cut."""
+    fd = span.fd
+    cuts = _cuts(fd, span.at, parts, chunk_size)
+    if cuts is None:
+        return None
+    counters = _Counters(len(cuts) - 2, progress, cuts[-1] - cuts[0])
+    children: list[scanproc.Child] = []
+    hits: dict[tuple[str, str], GroupHits] = {}
+    check = _checker(patterns, hits, finder)
+    try:
+        for k in range(1, len(cuts) - 1):
+            work = functools.partial(_child_scan, fd=fd, start=cuts[k], stop=cuts[k + 1], patterns=patterns,
+                                     finder=finder, chunk_size=chunk_size, progress=counters.child(k - 1))
+            children.append(scanproc.Child(work))
+
+        def between() -> None:
+            for c in children:
+                c.drain()
+
+        def waiting() -> bool:
+            counters.report()
+            return cancel is not None and cancel.is_set()
+
+        own = _Chunks(_FileRange(fd, cuts[0], cuts[1]), chunk_size, counters.own())
+        line = _scan_chunks(own, finder, check, 1, cancel, None, between)
+        at = cuts[1]
+        for k, child in enumerate(children, 1):
+            got = child.messages(waiting)
+            if cancel is not None and cancel.is_set():
+                raise ScanCancelled()
+            if got and isinstance(got[-1], tuple):
+                _, lines, done = got[-1]
+                for batch in got[:-1]:
+                    _replay(batch, line, patterns, hits, finder)
+                line += lines
+                at = cuts[k] + done
+            else:  # the child failed: this process scans its range
+                at = cuts[k]
+            if k < len(children) and at < cuts[k + 1]:
+                gap = _Chunks(_FileRange(fd, at, cuts[k + 1]), chunk_size, counters.own())
+                line = _scan_chunks(gap, finder, check, line, cancel)
+                at = cuts[k + 1]
+        rest = _Chunks(_FileRange(fd, at, None), chunk_size, counters.own())
+        line = _scan_chunks(rest, finder, check, line, cancel)
+        end = at + rest.total
+        counters.report(end - span.at)
+    finally:
+        for c in children:
+            c.kill()
+    span.seek(end)
+    return ScanResult(total_lines=line - 1, total_bytes=end - span.at, hits=hits, backend=finder.name)
+
+
+def _child_scan(send, fd: int, start: int, stop: int, patterns: Sequence[ScanPattern], finder: _Candidates,
+                chunk_size: int, progress) -> None:  # pragma: no cover - runs in a forked child
+    """A child's range: each matching line's matches sent in batches (one per chunk), then
+    ("end", lines, bytes done). It applies its matches to hits of its own too, so it retires
+    what it has seen as a one-process scan would; the parent retires at least as much by the
+    time it gets to these lines, so what the child sends is all the parent can need. An
+    unfinished last line (a file without its final newline) is left to the parent."""
+    hits: dict = {}
+    batch: list = []
+
+    def check(raw: bytes, line: int, idxs) -> None:
+        matches = _verify_line(raw, idxs, patterns, finder)
+        if matches:
+            batch.append((line, matches))
+            _apply(line, matches, patterns, hits, finder)
+
+    chunks = _Chunks(_FileRange(fd, start, stop), chunk_size, progress)
+    line, sent = 0, 0
+    while sent < REPORT_BYTES:
+        got = chunks.next()
+        if got is None or got[2]:
+            break
+        chunk, end = _prepared(got[0], got[1], finder)
+        line = _verify_chunk(chunk, end, line, finder, check)
+        if batch:
+            sent += send(batch)
+            batch = []
+    send(("end", line, chunks.done))
+
+
+def _replay(batch: list, base: int, patterns: Sequence[ScanPattern], hits: dict, finder: _Candidates) -> None:
+    """A child's matches applied here: a pattern retired by the time its line comes (by an earlier
+    range) is skipped, as a one-process scan would not have looked for it."""
+    retired = finder.retired
+    for line, matches in batch:
+        if retired:
+            matches = [m for m in matches if m[0] not in retired]
+            if not matches:
+                continue
+        _apply(base + line, matches, patterns, hits, finder)
+
+
+class _Counters:
+    """Bytes read by this process and by each child (in shared memory), for `progress`: never
+    more than the file held when it was cut (a range a child left is read twice), never less
+    than what was reported before."""
+
+    def __init__(self, children: int, progress, size: int):
+        self.progress = progress
+        self.size = size
+        self.last = 0
+        self.phases: list[int] = []
+        self.shared = None
+        if progress is not None and children:
+            import mmap
+
+            self.shared = mmap.mmap(-1, 8 * children)  # MAP_SHARED: the children write into it
+
+    def own(self):
+        """A progress callback for one more range this process reads (each counts from 0)."""
+        self.phases.append(0)
+        k = len(self.phases) - 1
+
+        def read(n: int) -> None:
+            self.phases[k] = n
+            self.report()
+        return read if self.progress is not None else None
+
+    def child(self, k: int):
+        if self.shared is None:
+            return None
+        import struct
+
+        shared = self.shared
+
+        def wrote(n: int) -> None:  # pragma: no cover - runs in a forked child
+            struct.pack_into("<Q", shared, 8 * k, n)
+        return wrote
+
+    def report(self, final: int | None = None) -> None:
+        if self.progress is None:
+            return
+        if final is None:
+            others = 0
+            if self.shared is not None:
+                import struct
+
+                others = sum(struct.unpack_from(f"<{len(self.shared) // 8}Q", self.shared))
+            final = min(sum(self.phases) + others, self.size)
+        if final > self.last:
+            self.last = final
+            self.progress(final)
 
 
 class _Chunks:
@@ -849,6 +1089,7 @@ class _Chunks:
         self.read_into = _reader(stream)
         self.progress = progress
         self.total = 0
+        self.done = 0  # bytes of the chunks handed out so far (not the line carried over)
         self.tail: tuple[int, int] = (0, 0)  # the unfinished line: start, stop
         self.eof = False
 
@@ -867,6 +1108,7 @@ class _Chunks:
                 if have >= max(size, LONG_LINE):
                     # A line longer than LONG_LINE: matched in windows, numbered as one line.
                     self.tail = (0, 0)
+                    self.done = self.total
                     return buf, have, 0
                 buf.extend(bytes(len(buf)))
             n = self.read_into(buf, have, size)
@@ -882,6 +1124,7 @@ class _Chunks:
                 have = end
                 continue
             self.tail = (cut + 1, end)
+            self.done = self.total - (end - cut - 1)
             return buf, cut + 1, 0
 
 
@@ -949,10 +1192,10 @@ def _prepared(buf: bytearray, end: int, finder: _Candidates) -> tuple[bytes | by
         return bytes(view[:end]), end
 
 
-def _verify_chunk(chunk, end: int, line_base: int, finder: _Candidates, patterns: Sequence[ScanPattern],
-                  hits: dict, prefilter: "_Prefilter | None" = None) -> int:
-    """Check the candidate lines of chunk[:end] (whole lines); return the line number after
-    them. Newlines are counted once: up to each candidate, then the rest."""
+def _verify_chunk(chunk, end: int, line_base: int, finder: _Candidates, check,
+                  prefilter: "_Prefilter | None" = None) -> int:
+    """Hand each candidate line of chunk[:end] (whole lines) to `check(raw, line, idxs)`; return
+    the line number after them. Newlines are counted once: up to each candidate, then the rest."""
     counted_to = 0
     line = line_base
     count = chunk.count
@@ -963,48 +1206,61 @@ def _verify_chunk(chunk, end: int, line_base: int, finder: _Candidates, patterns
         else:  # a finder may come back to an earlier line (a second look for context patterns)
             line -= count(b"\n", start, counted_to)
         counted_to = start
-        _check_line(chunk[start:stop], line, idxs, patterns, hits, finder)
+        check(chunk[start:stop], line, idxs)
     return line + count(b"\n", counted_to, end)
 
 
-def _check_line(raw: bytes, line: int, idxs: Sequence[int] | None, patterns: Sequence[ScanPattern],
-                hits: dict, finder: _Candidates) -> None:
+def _verify_line(raw: bytes, idxs: Sequence[int] | None, patterns: Sequence[ScanPattern],
+                 finder: _Candidates) -> list[tuple]:
+    """What each candidate pattern finds on one line, in pattern order: (pattern index, evidence
+    text, start, end, captures), for the first segment it matches whose `where` holds. Depends on
+    the line alone, so a forked scanner can work it out and the parent apply it."""
     if raw.endswith(b"\r"):
         raw = raw[:-1]
     segments = clean_line(raw)
-    seen_groups: set[tuple[str, str]] = set()
     verifiers = finder.verifiers
+    out = []
     for i in (list(finder.active) if idxs is None else idxs):
-        p = patterns[i]
+        where = patterns[i].where
         find = verifiers[i]
         for seg in segments:
             found = find(seg)
             if found is None:
                 continue
             start, end, captures = found
-            if p.where is not None and not p.where(captures):
+            if where is not None and not where(captures):
                 continue
-            key = (p.group, p.role)
-            rec = hits.get(key)
-            if rec is None:
-                rec = hits[key] = GroupHits()
-            rec.patterns_hit.add(i)
-            if p.role != "log":
-                finder.retire(i)  # context patterns only need to be seen once
-            if key in seen_groups:
-                rec.capture(captures)
-            else:
-                seen_groups.add(key)
-                hit = _evidence(line, seg, start, end)
-                rec.add(hit, captures)
-                if p.split is not None:
-                    _add_part(rec, captures.get(p.split) or "", hit, captures)
-                if rec.count >= HIT_CAP:
-                    rec.capped = True
-                    for j, q in enumerate(patterns):
-                        if (q.group, q.role) == key:
-                            finder.retire(j)
+            out.append((i, *_evidence(seg, start, end), captures))
             break
+    return out
+
+
+def _apply(line: int, matches: list[tuple], patterns: Sequence[ScanPattern], hits: dict,
+           finder: _Candidates) -> None:
+    """Count one line's matches into `hits`, retiring what needs no more looking for."""
+    seen_groups: set[tuple[str, str]] = set()
+    for i, text, start, end, captures in matches:
+        p = patterns[i]
+        key = (p.group, p.role)
+        rec = hits.get(key)
+        if rec is None:
+            rec = hits[key] = GroupHits()
+        rec.patterns_hit.add(i)
+        if p.role != "log":
+            finder.retire(i)  # context patterns only need to be seen once
+        if key in seen_groups:
+            rec.capture(captures)
+            continue
+        seen_groups.add(key)
+        hit = LineHit(line, text, start, end)
+        rec.add(hit, captures)
+        if p.split is not None:
+            _add_part(rec, captures.get(p.split) or "", hit, captures)
+        if rec.count >= HIT_CAP:
+            rec.capped = True
+            for j, q in enumerate(patterns):
+                if (q.group, q.role) == key:
+                    finder.retire(j)
 
 
 def _add_part(rec: GroupHits, value: str, hit: LineHit, captures: dict) -> None:
@@ -1016,13 +1272,14 @@ def _add_part(rec: GroupHits, value: str, hit: LineHit, captures: dict) -> None:
     part.add(hit, captures)
 
 
-def _evidence(line: int, seg: str, start: int, end: int) -> LineHit:
+def _evidence(seg: str, start: int, end: int) -> tuple[str, int, int]:
+    """The evidence kept of a matching segment: (text, start, end), at most MAX_EVIDENCE_CHARS."""
     text = seg.strip("\n")
     if len(text) > MAX_EVIDENCE_CHARS:
         lo = max(0, min(start - 100, len(text) - MAX_EVIDENCE_CHARS))
         text = text[lo : lo + MAX_EVIDENCE_CHARS]
         start, end = start - lo, min(end - lo, MAX_EVIDENCE_CHARS)
-    return LineHit(line=line, text=text.rstrip(), start=start, end=end)
+    return text.rstrip(), start, end
 
 
 def scan_text(text: str, patterns: Sequence[ScanPattern], backend: str | None = None) -> ScanResult:

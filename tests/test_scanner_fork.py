@@ -1,0 +1,224 @@
+"""A log file cut into ranges scanned by forked processes: the same results as one process, the
+stream left where a plain read leaves it, and no child left behind, whatever happens."""
+
+import io
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pytest
+
+from troubleshoot.engine import scanner, scanproc
+from troubleshoot.engine.scanner import ScanCancelled, ScanPattern, scan_stream
+from tests.test_scanner_threads import PATS, OOM, TB, mixed_log, summary
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+
+
+@pytest.fixture
+def children(monkeypatch):
+    """Every child forked during the test, to check that each ran and was reaped."""
+    made: list[scanproc.Child] = []
+    real = scanproc.Child
+
+    class Recorded(real):
+        def __init__(self, work):
+            super().__init__(work)
+            made.append(self)
+            self.first_pid = self.pid
+
+    monkeypatch.setattr(scanproc, "Child", Recorded)
+    return made
+
+
+def assert_reaped(made):
+    for c in made:
+        assert c.pid is None and c.fd is None
+        with pytest.raises(ChildProcessError):
+            os.waitpid(c.first_pid, os.WNOHANG)  # already waited for: no zombie left
+
+
+def scan_file(path, backend="hyperscan", **kw):
+    with open(path, "rb") as f:
+        result = scan_stream(f, kw.pop("patterns", PATS), backend, **kw)
+        assert f.read() == b""  # left at the end, as reading it through would
+        return result
+
+
+@pytest.mark.parametrize("backend", ["hyperscan", "re2", "re"])
+@pytest.mark.parametrize("chunk", [61, 4096])
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_forked_ranges_find_exactly_what_one_process_finds(tmp_path, backend, chunk, threads, children, monkeypatch):
+    if backend == "hyperscan" and not scanner.hyperscan_available():
+        pytest.skip("hyperscan not installed")
+    if backend == "re2" and not scanner.re2_available():
+        pytest.skip("re2 not installed")
+    monkeypatch.setattr(scanner, "HIT_CAP", 50)  # a capped group retires its patterns mid-scan
+    log = tmp_path / "train.log"
+    log.write_bytes(mixed_log(4000))
+    want = summary(scan_stream(io.BytesIO(log.read_bytes()), PATS, backend, chunk_size=chunk, threads=0))
+    got = summary(scan_file(log, backend, chunk_size=chunk, threads=threads, fork=True))
+    assert got == want
+    assert len(children) == threads  # one range per helper, each in its own process
+    assert_reaped(children)
+    assert want[2][("loss", "log")][4]  # the cap was reached
+    assert ("r", "with_log:0") in want[2]
+
+
+def test_forked_ranges_agree_with_the_re_engine_on_every_shipped_pattern(tmp_path, children):
+    from troubleshoot.engine.diagnose import scan_patterns
+    from troubleshoot.engine.ruleset import load_ruleset
+
+    pats = scan_patterns(load_ruleset(use_config=False).rules)
+    log = tmp_path / "train.log"
+    log.write_bytes(mixed_log(3000, seed=9) + b"\nRuntimeError: CUDA error: an illegal memory access was encountered\n"
+                    + mixed_log(3000, seed=4))
+    want = summary(scan_stream(io.BytesIO(log.read_bytes()), pats, "re", chunk_size=8192))
+    assert summary(scan_file(log, None, patterns=pats, chunk_size=8192, threads=1, fork=True)) == want
+    assert children
+
+
+@pytest.mark.parametrize("tail", [b"", b"no newline at the end: CUDA out of memory. Tried to allocate 2.0 GiB",
+                                  b"\r\n\r\n", b"x" * 5000 + b" Traceback (most recent call last)"])
+def test_the_last_line_and_the_file_position_are_as_one_process_sees_them(tmp_path, tail, children):
+    data = b"preamble read by someone else\n" + mixed_log(3000) + b"\n" + tail
+    log = tmp_path / "train.log"
+    log.write_bytes(data)
+    skip = len(b"preamble read by someone else\n")
+    want = summary(scan_stream(io.BytesIO(data[skip:]), PATS, "hyperscan", chunk_size=1024, threads=0))
+    with open(log, "rb") as f:
+        f.read(skip)  # a caller that has read the first line itself
+        got = summary(scan_stream(f, PATS, "hyperscan", chunk_size=1024, threads=2, fork=True))
+        assert f.tell() == len(data)
+    assert got == want
+    assert len(children) == 2
+
+
+def test_a_log_whose_head_was_peeked_is_scanned_from_where_the_peek_began(tmp_path, children):
+    from troubleshoot import logfiles
+
+    data = mixed_log(3000)
+    log = tmp_path / "train.log"
+    log.write_bytes(data)
+    want = summary(scan_stream(io.BytesIO(data), PATS, "hyperscan", chunk_size=1024, threads=0))
+    with open(log, "rb") as f:
+        peeked = logfiles.Peeked(f.read(700), f)
+        peeked.read(10)  # part of the head already given out
+        got = summary(scan_stream(peeked, PATS, "hyperscan", chunk_size=1024, threads=1, fork=True))
+        assert peeked.read() == b""
+    assert got == summary(scan_stream(io.BytesIO(data[10:]), PATS, "hyperscan", chunk_size=1024, threads=0))
+    assert got != want  # the ten bytes given out are not scanned again
+    assert children
+
+
+def test_a_child_that_dies_leaves_its_range_to_the_parent(tmp_path, children, monkeypatch):
+    def dies(send, **kw):
+        send([(0, [])])
+        os._exit(3)
+
+    monkeypatch.setattr(scanner, "_child_scan", dies)
+    log = tmp_path / "train.log"
+    log.write_bytes(mixed_log(4000))
+    want = summary(scan_stream(io.BytesIO(log.read_bytes()), PATS, "hyperscan", chunk_size=512, threads=0))
+    assert summary(scan_file(log, chunk_size=512, threads=2, fork=True)) == want
+    assert len(children) == 2
+    assert_reaped(children)
+
+
+def test_a_child_stops_at_its_report_budget_and_the_parent_scans_the_rest(tmp_path, children, monkeypatch):
+    monkeypatch.setattr(scanner, "REPORT_BYTES", 1)  # each child stops after its first chunk with a match
+    log = tmp_path / "train.log"
+    log.write_bytes(mixed_log(4000))
+    want = summary(scan_stream(io.BytesIO(log.read_bytes()), PATS, "hyperscan", chunk_size=512, threads=0))
+    assert summary(scan_file(log, chunk_size=512, threads=3, fork=True)) == want
+    assert_reaped(children)
+
+
+def test_a_cancelled_scan_kills_and_reaps_its_children(tmp_path, children):
+    cancel = threading.Event()
+    seen = []
+
+    def progress(n):
+        seen.append(n)
+        if n > 8192:
+            cancel.set()  # the user quits a few chunks in
+
+    log = tmp_path / "train.log"
+    log.write_bytes(mixed_log(20000))
+    with open(log, "rb") as f, pytest.raises(ScanCancelled):
+        scan_stream(f, PATS, "hyperscan", chunk_size=512, cancel=cancel, progress=progress, threads=2, fork=True)
+    assert len(children) == 2
+    assert_reaped(children)
+    assert seen == sorted(seen)
+
+
+def test_a_failing_verifier_in_the_parent_reaches_the_caller_and_reaps_the_children(tmp_path, children):
+    calls = []
+
+    def where(captures):
+        calls.append(captures)
+        if len(calls) == 3:
+            raise ValueError("a broken rule condition")
+        return True
+
+    log = tmp_path / "train.log"
+    log.write_bytes(mixed_log(4000))
+    bad = ScanPattern("oom", "log", OOM.regex, where=where)
+    with pytest.raises(ValueError, match="broken rule condition"):
+        scan_file(log, patterns=[bad, TB], chunk_size=512, threads=2, fork=True)
+    assert_reaped(children)
+
+
+def test_progress_counts_every_byte_once_and_only_grows(tmp_path, children):
+    seen = []
+    log = tmp_path / "train.log"
+    log.write_bytes(mixed_log(20000))
+    scan_file(log, chunk_size=4096, threads=2, fork=True, progress=seen.append)
+    assert seen == sorted(seen) and seen[-1] == log.stat().st_size
+
+
+def test_no_fork_while_another_thread_runs_or_for_a_stream_that_is_not_a_file(tmp_path, children, monkeypatch):
+    monkeypatch.setattr(scanner, "FORK_MIN_BYTES", 1024)
+    log = tmp_path / "train.log"
+    log.write_bytes(mixed_log(4000))
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert not scanproc.forkable()
+        scan_file(log, chunk_size=512, threads=1)
+    finally:
+        stop.set()
+        other.join()
+    assert children == []
+    scan_stream(io.BytesIO(log.read_bytes()), PATS, "hyperscan", chunk_size=512, threads=1, fork=True)
+    import gzip
+
+    packed = tmp_path / "train.log.gz"
+    packed.write_bytes(gzip.compress(log.read_bytes()))
+    with gzip.open(packed, "rb") as f:  # its fileno() is the compressed file's: never read by offset
+        assert summary(scan_stream(f, PATS, "hyperscan", chunk_size=512, threads=1, fork=True)) == summary(
+            scan_stream(io.BytesIO(log.read_bytes()), PATS, "hyperscan", chunk_size=512, threads=0))
+    assert children == []
+
+
+def test_a_child_never_writes_what_the_parent_had_buffered(tmp_path):
+    """A child leaves with os._exit: output the parent had not flushed yet is written once."""
+    log = tmp_path / "train.log"
+    log.write_bytes(mixed_log(4000))
+    script = textwrap.dedent(f"""
+        import sys
+        from troubleshoot.engine import scanproc
+        from troubleshoot.engine.scanner import scan_stream
+        from tests.test_scanner_threads import PATS
+        sys.stdout.write("written once")  # still in the buffer when the children are forked
+        with open({str(log)!r}, "rb") as f:
+            r = scan_stream(f, PATS, None, chunk_size=512, threads=2, fork=True)
+        sys.stdout.write(" %d" % r.total_lines)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                         cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "written once 4000" and out.stderr == ""

@@ -1,0 +1,143 @@
+"""Forked processes that scan one range of a log file each, beside the scanner's own process.
+
+Threads share one GIL: reading, counting newlines, gathering coloured lines and verifying
+candidate lines hold it, so with threads only hyperscan's own pass runs in parallel. A forked
+child has its own interpreter lock and a copy of everything the scanner built (the patterns, the
+compiled database, the verifiers), so it runs the whole per-line work of its range at once with
+the parent's. It sends back what depends on its lines alone (the matches of each matching line,
+its line count); the parent applies them in log order, so every result that depends on earlier
+lines (retired patterns, hit caps, first and last lines, series) comes out as one process would
+have made it.
+
+A child only ever reads its file by offset (pread: the file position it shares with the parent is
+never moved), never writes to a terminal, and leaves with os._exit, so no buffer, atexit handler
+or lock of the parent runs twice. Forking is only safe while the process has one thread (a lock
+another thread held at the fork stays held in the child forever): `forkable()` says when.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import signal
+import struct
+import threading
+from typing import Callable
+
+_LENGTH = struct.Struct("<Q")
+PIPE_BYTES = 1 << 20  # a child rarely waits for the parent to drain its pipe
+
+
+def forkable() -> bool:
+    """True where fork and pread exist and this process runs one thread (Python's or any other:
+    a native library's thread holds locks too)."""
+    if not (hasattr(os, "fork") and hasattr(os, "preadv")):
+        return False
+    if os.environ.get("TROUBLESHOOT_SCAN_FORK", "").strip() == "0":
+        return False
+    if threading.active_count() != 1:
+        return False
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:
+        return True  # no /proc: Python's count is what there is
+
+
+class Child:
+    """One forked process running `work(send)`. `send(obj)` pickles an object to the parent
+    (and says how many bytes that took);
+    the parent collects them with `drain()` (never blocks) and `messages()` (waits for the end).
+    A child that raises, is killed or exits early gives None from `messages()`: the parent
+    does its work itself."""
+
+    def __init__(self, work: Callable[[Callable[[object], int]], None]):
+        r, w = os.pipe()
+        try:
+            import fcntl
+
+            fcntl.fcntl(w, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
+        except (OSError, ImportError):
+            pass  # the default pipe only makes the child wait more often
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - runs in the child, which reports through its exit code
+            code = 1
+            try:
+                os.close(r)
+                signal.signal(signal.SIGINT, signal.SIG_DFL)  # the parent decides what Ctrl-C does
+                work(_sender(w))
+                code = 0
+            except BaseException:
+                pass
+            finally:
+                os._exit(code)
+        os.close(w)
+        os.set_blocking(r, False)
+        self.pid: int | None = pid
+        self.fd: int | None = r
+        self.data = bytearray()
+        self.eof = False
+
+    def drain(self) -> None:
+        """Take whatever the child has written so far, so that it does not wait on a full pipe."""
+        while not self.eof:
+            try:
+                got = os.read(self.fd, PIPE_BYTES)
+            except BlockingIOError:
+                return
+            if not got:
+                self.eof = True
+                return
+            self.data += got
+
+    def messages(self, cancelled: Callable[[], bool] = lambda: False) -> list | None:
+        """Every object the child sent, once it has ended; None when it failed. `cancelled` is
+        asked every 50 ms while waiting (true: the child is killed and None comes back)."""
+        while not self.eof:
+            if cancelled():
+                self.kill()
+                return None
+            select.select([self.fd], [], [], 0.05)
+            self.drain()
+        code = self._reap()
+        if code != 0:
+            return None
+        out, at, data = [], 0, self.data
+        while at + _LENGTH.size <= len(data):
+            (n,) = _LENGTH.unpack_from(data, at)
+            at += _LENGTH.size
+            out.append(pickle.loads(data[at : at + n]))
+            at += n
+        self.data = bytearray()
+        return out
+
+    def kill(self) -> None:
+        """Stop the child now (if it still runs) and reap it."""
+        if self.pid is not None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self._reap()
+
+    def _reap(self) -> int | None:
+        code = None
+        if self.pid is not None:
+            _, status = os.waitpid(self.pid, 0)
+            self.pid = None
+            code = os.waitstatus_to_exitcode(status)
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+        self.eof = True
+        return code
+
+
+def _sender(fd: int) -> Callable[[object], int]:  # pragma: no cover - runs in the child
+    def send(obj) -> int:
+        data = pickle.dumps(obj, pickle.HIGHEST_PROTOCOL)
+        view = memoryview(_LENGTH.pack(len(data)) + data)
+        while view:
+            view = view[os.write(fd, view):]
+        return len(data)
+    return send
