@@ -1,5 +1,3 @@
-import sys
+from troubleshoot.cli import entry
 
-from troubleshoot.cli import main
-
-sys.exit(main())
+entry()

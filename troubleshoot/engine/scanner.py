@@ -987,18 +987,18 @@ def _scan_forked(span: FileSpan, patterns: Sequence[ScanPattern], finder: _Candi
 def _child_scan(send, fd: int, start: int, stop: int, patterns: Sequence[ScanPattern], finder: _Candidates,
                 chunk_size: int, progress) -> None:  # pragma: no cover - runs in a forked child
     """A child's range: each matching line's matches sent in batches (one per chunk), then
-    ("end", lines, bytes done). It applies its matches to hits of its own too, so it retires
-    what it has seen as a one-process scan would; the parent retires at least as much by the
-    time it gets to these lines, so what the child sends is all the parent can need. An
-    unfinished last line (a file without its final newline) is left to the parent."""
-    hits: dict = {}
+    ("end", lines, bytes done). It retires what it has seen as a one-process scan of its range
+    would (`_retire_seen`); the parent retires at least as much by the time it gets to these
+    lines, so what the child sends is all the parent can need. An unfinished last line (a
+    file without its final newline) is left to the parent."""
+    counts: dict = {}
     batch: list = []
 
     def check(raw: bytes, line: int, idxs) -> None:
         matches = _verify_line(raw, idxs, patterns, finder)
         if matches:
             batch.append((line, matches))
-            _apply(line, matches, patterns, hits, finder)
+            _retire_seen(matches, patterns, counts, finder)
 
     chunks = _Chunks(_FileRange(fd, start, stop), chunk_size, progress)
     line, sent = 0, 0
@@ -1012,6 +1012,25 @@ def _child_scan(send, fd: int, start: int, stop: int, patterns: Sequence[ScanPat
             sent += send(batch)
             batch = []
     send(("end", line, chunks.done))
+
+
+def _retire_seen(matches: list[tuple], patterns: Sequence[ScanPattern], counts: dict, finder: _Candidates) -> None:
+    """What `_apply` retires for one line's matches, without keeping the hits: a context pattern
+    once seen, a group's patterns once it has matched HIT_CAP lines (`counts`: lines per group)."""
+    seen_groups = set()
+    for m in matches:
+        p = patterns[m[0]]
+        key = (p.group, p.role)
+        if p.role != "log":
+            finder.retire(m[0])
+        if key in seen_groups:
+            continue
+        seen_groups.add(key)
+        counts[key] = n = counts.get(key, 0) + 1
+        if n >= HIT_CAP:
+            for j, q in enumerate(patterns):
+                if (q.group, q.role) == key:
+                    finder.retire(j)
 
 
 def _replay(batch: list, base: int, patterns: Sequence[ScanPattern], hits: dict, finder: _Candidates) -> None:
