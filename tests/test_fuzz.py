@@ -11,6 +11,7 @@ import json
 import os
 import re
 import string
+import tempfile
 from collections import Counter
 
 import pytest
@@ -64,6 +65,29 @@ def test_scanner_never_fails_and_engines_agree(data, chunk):
         assert summary(a) == summary(c)
         d = scan_stream(io.BytesIO(data), PATTERNS, "hyperscan", chunk_size=chunk, threads=2)
         assert summary(a) == summary(d)
+        with tempfile.NamedTemporaryFile() as w, open(w.name, "rb") as f:  # cut into ranges, one process each
+            w.write(data)
+            w.flush()
+            e = scan_stream(f, PATTERNS, "hyperscan", chunk_size=chunk, threads=2, fork=True)
+            assert summary(a) == summary(e) and (e.total_lines, e.total_bytes) == (a.total_lines, a.total_bytes)
+
+
+log_lines = st.lists(st.one_of(st.binary(max_size=48), st.sampled_from(SIGNATURES)), min_size=8, max_size=80).map(
+    b"\n".join)
+
+
+@budget(100)
+@given(log_lines, st.sampled_from([7, 64]), st.sampled_from([1, 2, 3]))
+def test_ranges_scanned_by_forked_processes_agree_with_one_process(data, chunk, threads):
+    TRIED["scanner ranges"] += 1
+    a = scan_stream(io.BytesIO(data), PATTERNS, "re", chunk_size=chunk)
+    engine = "hyperscan" if hyperscan_available() else None
+    with tempfile.NamedTemporaryFile() as w, open(w.name, "rb") as f:
+        w.write(data)
+        w.flush()
+        b = scan_stream(f, PATTERNS, engine, chunk_size=chunk, threads=threads, fork=True)
+        assert f.read() == b""
+    assert summary(a) == summary(b) and (a.total_lines, a.total_bytes) == (b.total_lines, b.total_bytes)
 
 
 yaml_text = st.one_of(

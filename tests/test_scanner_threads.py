@@ -173,3 +173,12 @@ def test_the_size_of_what_is_left_decides(tmp_path, monkeypatch):
     pipeline.run(str(log), ruleset=ruleset)
     assert started == [1]  # one worker beside the scanner's own thread on two cores
     assert scan_threads_alive() == []
+
+
+def test_a_chunk_that_is_only_escape_sequences_once_stripped():
+    """Found by the fuzzer: in a log coloured throughout, whole chunks are stripped, and the
+    last one (an unfinished line holding only a colour code) became empty."""
+    data = b"\n\n\n\n\n\n\x1b[31m\n\x1b[31m"
+    want = summary(scan_stream(io.BytesIO(data), PATS, "hyperscan", chunk_size=7, threads=0))
+    assert summary(scan_stream(io.BytesIO(data), PATS, "hyperscan", chunk_size=7, threads=2)) == want
+    assert want[0] == 8

@@ -689,7 +689,7 @@ def _parts(chunk, end: int, n: int) -> list[tuple[int, int]]:
             break
         out.append((a, b))
         a = b
-    if a < end:
+    if a < end or not out:  # an empty chunk (a line that was all escape sequences) is one empty part
         out.append((a, end))
     return out
 
