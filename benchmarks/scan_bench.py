@@ -14,11 +14,13 @@ NCCL "via SHM" channel lines, as mixed-precision multi-GPU runs print them). The
 
   - scan: `LC_ALL=C grep -E -c -f` over the shipped rules' exported patterns, and
     `troubleshoot diagnose --no-probe --format json` with each scan engine forced in turn
-    ($TROUBLESHOOT_SCAN_ENGINE = hyperscan, re2, re; hyperscan also with its worker threads
-    off, $TROUBLESHOOT_SCAN_THREADS=0); CPU seconds (user+sys, all threads) and wall time,
-    medians of --runs; throughput ratios against grep; matching lines found by each (the
+    ($TROUBLESHOOT_SCAN_ENGINE = hyperscan, re2, re); hyperscan also with its helpers as
+    threads instead of forked processes ($TROUBLESHOOT_SCAN_FORK=0) and in one thread
+    ($TROUBLESHOOT_SCAN_THREADS=0); CPU seconds (user+sys, every thread and process) and wall
+    time, medians of --runs; throughput ratios against grep; matching lines found by each (the
     pure-Python `re` engine on --re-size-mb logs, with grep measured again on those);
-  - peak RSS of `diagnose` at --rss-sizes (default 20, 200 and 1024 MB);
+  - peak RSS of `diagnose` at --rss-sizes (default 20, 200 and 1024 MB): of its largest process,
+    and the peak sum of PSS over all its processes (the scan's forked ones included);
   - cold start of `diagnose --no-probe` on a 10 KB log next to `python -c pass`;
   - `troubleshoot probe` wall time (and whether torch is installed);
   - `troubleshoot run` on a job printing 1M short lines next to the job run directly, and the
@@ -32,6 +34,7 @@ import argparse
 import os
 import random
 import resource
+import shlex
 import statistics
 import subprocess
 import sys
@@ -273,7 +276,9 @@ def scan_table(logs: dict[str, Path], engines: list[str], runs: int, tmp: Path) 
                 rows.append(f"| {kind} {mb:.0f} MB | troubleshoot [{engine}] | not installed | | | | | | |")
                 continue
             env = child_env(TROUBLESHOOT_SCAN_ENGINE=engine)
-            if threads:
+            if threads == "threads":
+                env["TROUBLESHOOT_SCAN_FORK"] = "0"  # helpers are threads, never forked processes
+            elif threads:
                 env["TROUBLESHOOT_SCAN_THREADS"] = threads
             measure(diagnose_cmd(log), env=env)  # first run: compiles and caches what the engine caches
             ts = []
@@ -291,7 +296,7 @@ def scan_table(logs: dict[str, Path], engines: list[str], runs: int, tmp: Path) 
             same = "" if lines == grep_lines else " (≠ grep)"
             note = "" if engine != "re" or runs == 1 else " ¹"
             if threads:
-                note += " (one thread)" if threads == "0" else f" ({threads} scan threads)"
+                note += {"0": " (one thread)", "threads": " (threads, no fork)"}.get(threads, f" ({threads} helpers)")
             rows.append(f"| {kind} {mb:.0f} MB | troubleshoot diagnose [{engine}]{note} | {cpu:.2f} | {wall:.2f} "
                         f"| {mb / cpu:.0f} | {g_cpu / cpu:.2f} | {g_wall / wall:.2f} "
                         f"| {max(r.rss_kib for r in ts) / 1024:.0f} MB | {lines}{same} |")
@@ -301,13 +306,54 @@ def scan_table(logs: dict[str, Path], engines: list[str], runs: int, tmp: Path) 
     return rows
 
 
+def _tree(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    todo += [int(c) for c in f.read().split()]
+        except OSError:
+            pass
+    return out
+
+
+def _pss_kib(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def peak_pss(cmd: list[str]) -> int:
+    """The largest sum of PSS (each shared page counted once, split between the processes that
+    share it) over the command and every process it started, sampled every 2 ms: what the
+    machine gives the command while the scan's forked processes run beside it. 0 without /proc."""
+    if not os.path.exists("/proc/self/smaps_rollup"):
+        return 0
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=child_env())
+    peak = 0
+    while proc.poll() is None:
+        peak = max(peak, sum(_pss_kib(p) for p in _tree(proc.pid)))
+        time.sleep(0.002)
+    return peak
+
+
 def rss_table(sizes: list[int]) -> list[str]:
-    rows = ["| log | peak RSS of diagnose --no-probe | CPU s |", "|---|---|---|"]
+    rows = ["| log | peak RSS of diagnose --no-probe (largest process) | peak PSS, all its processes | CPU s |",
+            "|---|---|---|---|"]
     for size in sizes:
         log = data_log("quiet", size)
         measure(diagnose_cmd(log))
         r = measure(diagnose_cmd(log))
-        rows.append(f"| {size} MB | {r.rss_kib / 1024:.0f} MB | {r.cpu:.2f} |")
+        pss = max(peak_pss(diagnose_cmd(log)) for _ in range(2))
+        rows.append(f"| {size} MB | {r.rss_kib / 1024:.0f} MB | {pss / 1024:.0f} MB | {r.cpu:.2f} |")
         if size >= 1024:
             log.unlink()  # a GiB of disk is not left behind
     return rows
@@ -349,22 +395,26 @@ def wrapper_figures(tmp: Path, runs: int = 5) -> list[str]:
     run only if the job failed, and it does not), alternately, both writing to /dev/null."""
     job = tmp / "chatty.py"
     job.write_text(CHATTY_JOB)
-    direct, wrapped = [], []
+    direct, wrapped, teed = [], [], []
     env = child_env(PYTHONUNBUFFERED="1")  # a write per line, as on a terminal: the worst case
     load = os.getloadavg()[0]
+    tee = f"{shlex.quote(sys.executable)} {shlex.quote(str(job))} | tee {shlex.quote(str(tmp / 'tee.log'))}"
     for _ in range(runs):
         direct.append(measure([sys.executable, str(job)], env=env))
         wrapped.append(measure([sys.executable, "-m", "troubleshoot", "run", "--log-to", str(tmp / "job.log"), "--",
                                 sys.executable, str(job)], env=env))
+        teed.append(measure(["sh", "-c", tee], env=env))
     d = statistics.median(r.wall for r in direct)
     w = statistics.median(r.wall for r in wrapped)
+    t = statistics.median(r.wall for r in teed)
     dc = statistics.median(r.cpu for r in direct)
     wc = statistics.median(r.cpu for r in wrapped)
     mb = (tmp / "job.log").stat().st_size / 1e6
     out = [f"run wrapper, job printing 1M short lines unbuffered (output to /dev/null; `troubleshoot run --log-to "
            f"{tmp}/job.log -- JOB`): direct {d:.2f} s, under `troubleshoot run` {w:.2f} s ({w / d:.2f}x wall; "
            f"medians of {runs}, alternated; load average {load:.1f} before); CPU {dc:.2f} s direct, {wc:.2f} s "
-           f"wrapped (job and wrapper: start-up, watcher, scan and diagnosis of the {mb:.0f} MB log included)"]
+           f"wrapped (job and wrapper: start-up, watcher, scan and diagnosis of the {mb:.0f} MB log included); "
+           f"for reference, the job keeping its log with `JOB | tee LOG`: {t:.2f} s ({t / d:.2f}x)"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-m", "troubleshoot", "run", "--log-to", str(tmp / "l3"), "--", "sleep", "10"],
@@ -381,9 +431,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size-mb", type=int, default=200, help="size of the quiet and dense logs scanned (MB)")
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--engines", default="hyperscan,hyperscan:0,re2,re",
-                    help="scan engines to compare, ENGINE or ENGINE:THREADS ($TROUBLESHOOT_SCAN_THREADS; hyperscan:0 "
-                         "keeps the scan in one thread); default: all three, hyperscan also in one thread")
+    ap.add_argument("--engines", default="hyperscan,hyperscan:threads,hyperscan:0,re2,re",
+                    help="scan engines to compare, ENGINE, ENGINE:N (N helpers, $TROUBLESHOOT_SCAN_THREADS; "
+                         "hyperscan:0 keeps the scan in one thread) or ENGINE:threads (helpers are threads, never "
+                         "forked processes: $TROUBLESHOOT_SCAN_FORK=0); default: all three, hyperscan also with "
+                         "threads and in one thread")
     ap.add_argument("--re-size-mb", type=int, default=10,
                     help="log size for the pure-Python `re` engine, which runs at a few MB/s (default 10)")
     ap.add_argument("--rss-sizes", default="20,200,1024", help="log sizes (MB) for peak RSS; empty: skip")
