@@ -843,8 +843,9 @@ PARALLEL_MIN_BYTES = 4 << 20
 # Below this many bytes a scan does not fork: a child and its report cost a few milliseconds.
 FORK_MIN_BYTES = 8 << 20
 # A child stops (and the parent scans the rest of its range) once its report reaches this size:
-# the parent holds the reports of the ranges after its own until it gets to them.
-REPORT_BYTES = 16 << 20
+# the parent holds the reports of the ranges after its own until it gets to them (pickled; each
+# batch is unpickled only to be applied).
+REPORT_BYTES = 8 << 20
 
 
 def _scan_chunks(chunks: "_Chunks", finder: _Candidates, check, line: int, cancel=None, pool=None,
@@ -961,10 +962,11 @@ def _scan_forked(span: FileSpan, patterns: Sequence[ScanPattern], finder: _Candi
             got = child.messages(waiting)
             if cancel is not None and cancel.is_set():
                 raise ScanCancelled()
-            if got and isinstance(got[-1], tuple):
-                _, lines, done = got[-1]
+            end_of = scanproc.load(got[-1]) if got else None
+            if isinstance(end_of, tuple):
+                _, lines, done = end_of
                 for batch in got[:-1]:
-                    _replay(batch, line, patterns, hits, finder)
+                    _replay(scanproc.load(batch), line, patterns, hits, finder)
                 line += lines
                 at = cuts[k] + done
             else:  # the child failed: this process scans its range

@@ -91,8 +91,10 @@ class Child:
             self.data += got
 
     def messages(self, cancelled: Callable[[], bool] = lambda: False) -> list | None:
-        """Every object the child sent, once it has ended; None when it failed. `cancelled` is
-        asked every 50 ms while waiting (true: the child is killed and None comes back)."""
+        """Every object the child sent, once it has ended, each still pickled (`load` it when
+        it is needed: the objects take several times the room of their pickles); None when it
+        failed. `cancelled` is asked every 50 ms while waiting (true: the child is killed and
+        None comes back)."""
         while not self.eof:
             if cancelled():
                 self.kill()
@@ -102,13 +104,12 @@ class Child:
         code = self._reap()
         if code != 0:
             return None
-        out, at, data = [], 0, self.data
+        out, at, data = [], 0, memoryview(self.data)
         while at + _LENGTH.size <= len(data):
             (n,) = _LENGTH.unpack_from(data, at)
             at += _LENGTH.size
-            out.append(pickle.loads(data[at : at + n]))
+            out.append(data[at : at + n])
             at += n
-        self.data = bytearray()
         return out
 
     def kill(self) -> None:
@@ -131,6 +132,11 @@ class Child:
             self.fd = None
         self.eof = True
         return code
+
+
+def load(message):
+    """One message of `Child.messages()` as the object the child sent."""
+    return pickle.loads(message)
 
 
 def _sender(fd: int) -> Callable[[object], int]:  # pragma: no cover - runs in the child
