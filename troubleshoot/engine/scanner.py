@@ -493,6 +493,8 @@ class _HyperscanCandidates(_Candidates):
         self.single = single
         self.sources = sources
         self._context = None  # (database, subset index -> pattern index, ..., scratch), built when first needed
+        self.expression = {i: e for e, members in found.shared.items() for i in members}
+        self.dead: set[int] = set()  # expressions whose patterns are all retired: their reports are dropped
         self.strip_all = False  # strip whole chunks (see COLOURED_LINE_BYTES)
         super().__init__(patterns)
 
@@ -505,10 +507,14 @@ class _HyperscanCandidates(_Candidates):
         return scanpool.Pool(self.db, threads, hsdb.scratch)
 
     def retire(self, index: int) -> None:
-        # Rebuilding the database would cost more than ignoring its reports.
+        # Rebuilding the database would cost more than ignoring its reports, which the pass drops
+        # as they come once every pattern behind an expression is retired.
         if self.rest is not None:
             self.rest.retire(index)
         super().retire(index)
+        e = self.expression.get(index, index)
+        if all(i in self.retired for i in self.shared.get(e, (e,))):
+            self.dead.add(e)
 
     @property
     def raw_ansi(self) -> bool:
@@ -528,16 +534,17 @@ class _HyperscanCandidates(_Candidates):
         (on a hit-dense log that cost more than the threads saved)."""
         coloured = self.raw_ansi and chunk.find(b"\x1b", 0, end) >= 0
         with memoryview(chunk) as whole:
+            dead = self.dead
             if pool is None:
-                found = scanpool.reports(self.db, whole[:end], 0, self.scratch)
+                found = scanpool.reports(self.db, whole[:end], 0, self.scratch, dead)
                 jobs = []
             else:
                 first, *rest = _parts(chunk, end, pool.size + 1)
-                jobs = [pool.submit(whole[a:b], a) for a, b in rest]
-                found = scanpool.reports(self.db, whole[first[0] : first[1]], first[0], self.scratch)
+                jobs = [pool.submit(whole[a:b], a, dead) for a, b in rest]
+                found = scanpool.reports(self.db, whole[first[0] : first[1]], first[0], self.scratch, dead)
         escaped = self._escaped(chunk, end) if coloured else None
         if escaped is not None:
-            found += escaped.reports(scanpool.reports(self.db, escaped.text, 0, self.scratch))
+            found += escaped.reports(scanpool.reports(self.db, escaped.text, 0, self.scratch, dead))
         for job in jobs:
             found += job.result()
         return _Prefilter(found, escaped)

@@ -38,14 +38,20 @@ def scan_threads(size: int | None, min_bytes: int) -> int:
     return min(cores, MAX_THREADS) - 1
 
 
-def reports(db, data, offset: int = 0, scratch=None) -> list[int]:
+def reports(db, data, offset: int = 0, scratch=None, dead: "set[int] | frozenset[int]" = frozenset()) -> list[int]:
     """Match reports of `db` in `data`, each encoded as (end + offset) << 20 | expression id (one
-    int: cheap to collect and to sort; ids stay below 2**20)."""
+    int: cheap to collect and to sort; ids stay below 2**20). Reports of the expressions in
+    `dead` (nothing is looking for them any more) are dropped as they come."""
     out: list[int] = []
     add = out.append
 
-    def on_match(index, _from, to, _flags, _context):
-        add((to + offset) << 20 | index)
+    if dead:
+        def on_match(index, _from, to, _flags, _context):
+            if index not in dead:
+                add((to + offset) << 20 | index)
+    else:
+        def on_match(index, _from, to, _flags, _context):
+            add((to + offset) << 20 | index)
 
     if scratch is None:
         db.scan(data, match_event_handler=on_match)
@@ -57,11 +63,12 @@ def reports(db, data, offset: int = 0, scratch=None) -> list[int]:
 class Job:
     """One scan handed to a worker; `result()` waits for its reports."""
 
-    __slots__ = ("data", "offset", "_reports", "_error", "_done")
+    __slots__ = ("data", "offset", "dead", "_reports", "_error", "_done")
 
-    def __init__(self, data, offset: int):
+    def __init__(self, data, offset: int, dead=frozenset()):
         self.data = data  # a memoryview of the caller's buffer: released once the result is read
         self.offset = offset
+        self.dead = dead  # read while the caller waits for the pass: it changes only between passes
         self._reports: list[int] = []
         self._error: BaseException | None = None
         self._done = threading.Lock()
@@ -69,7 +76,7 @@ class Job:
 
     def run(self, db, scratch) -> None:
         try:
-            self._reports = reports(db, self.data, self.offset, scratch)
+            self._reports = reports(db, self.data, self.offset, scratch, self.dead)
         except BaseException as exc:  # handed to the caller's thread by result()
             self._error = exc
         finally:
@@ -103,8 +110,8 @@ class Pool:
             self.close()
             raise
 
-    def submit(self, data, offset: int = 0) -> Job:
-        job = Job(data, offset)
+    def submit(self, data, offset: int = 0, dead=frozenset()) -> Job:
+        job = Job(data, offset, dead)
         self._tasks.put(job)
         return job
 
