@@ -222,3 +222,85 @@ def test_a_child_never_writes_what_the_parent_had_buffered(tmp_path):
                          cwd=os.path.dirname(os.path.dirname(__file__)))
     assert out.returncode == 0, out.stderr
     assert out.stdout == "written once 4000" and out.stderr == ""
+
+
+def context_log(tmp_path, chunk: int):
+    """Two context patterns of one group around where the file is cut: the first line of one of
+    them fails its `where`, so its real match is found by the second look of hyperscan."""
+    pats = [ScanPattern("ctx", "with_log", r"alpha (?P<n>\d+)", where=lambda c: c.get("n") == "7"),
+            ScanPattern("ctx", "with_log", r"beta (?P<m>\d+)"), ScanPattern("err", "log", r"ERROR \d+")]
+    body = [f"info step {i}".ljust(31).encode() + b"\n" for i in range(4000)]
+    log = tmp_path / "ctx.log"
+    log.write_bytes(b"".join(body))
+    with open(log, "rb") as f:
+        k = scanner._cuts(f.fileno(), 0, 2, chunk)[1] // 32  # the first line of the child's range
+    return pats, body, log, k
+
+
+@pytest.mark.parametrize("layout", ["apart", "same line"])
+def test_a_context_group_is_counted_in_line_order_by_every_engine_and_every_cut(tmp_path, layout, children):
+    pats, body, log, k = context_log(tmp_path, 4096)
+    if layout == "apart":
+        body[k - 3], body[k - 2], body[k + 1] = b"alpha 1\n", b"alpha 7\n", b"beta 2\n"
+    else:  # alpha's first line fails its `where`; the next one holds both patterns
+        body[k - 1], body[k] = b"alpha 1\n", b"alpha 7 beta 2\n"
+    data = b"".join(body)
+    log.write_bytes(data)
+    want = summary(scan_stream(io.BytesIO(data), pats, "re", chunk_size=4096))
+    for engine in ("re2", "hyperscan"):
+        for chunk in (61, 4096):
+            assert summary(scan_stream(io.BytesIO(data), pats, engine, chunk_size=chunk, threads=0)) == want, (engine, chunk)
+    assert summary(scan_file(log, "hyperscan", patterns=pats, chunk_size=4096, threads=1, fork=True)) == want
+    assert children
+    lines = [h[0] for h in want[2][("ctx", "with_log")][1]]
+    assert lines == sorted(lines) and len(lines) == (2 if layout == "apart" else 1)
+
+
+def test_a_line_longer_than_long_line_is_cut_into_the_same_windows_wherever_the_scan_starts(tmp_path, children,
+                                                                                         monkeypatch):
+    monkeypatch.setattr(scanner, "LONG_LINE", 2048)
+    long_line = b"".join(b"x" * 500 + b" ERROR %d " % k for k in range(40))  # a match across some window edges
+    data = b"".join(b"short line %d\n" % i for i in range(3000)) + long_line + b"\n" + b"tail\n" * 500
+    log = tmp_path / "long.log"
+    log.write_bytes(data)
+    pats = [ScanPattern("err", "log", r"ERROR (?P<k>\d+)")]
+    want = summary(scan_stream(io.BytesIO(data), pats, "hyperscan", chunk_size=512, threads=0))
+    for skip in (0, 1, 7, 333):  # the one-process scan reads from elsewhere: the same windows
+        got = summary(scan_stream(io.BytesIO(b"\n" * skip + data), pats, "hyperscan", chunk_size=512, threads=0))
+        assert got[2] == {k: (v[0], [(h[0] + skip, *h[1:]) for h in v[1]], *v[2:]) for k, v in want[2].items()}
+    assert summary(scan_file(log, patterns=pats, chunk_size=512, threads=1, fork=True)) == want
+    assert children
+
+
+def test_a_fork_that_fails_leaves_the_scan_to_this_process_with_nothing_left_open(tmp_path, monkeypatch):
+    real_fork, calls = os.fork, []
+
+    def fork():
+        calls.append(1)
+        if len(calls) == 2:
+            raise BlockingIOError(11, "Resource temporarily unavailable")  # RLIMIT_NPROC reached
+        return real_fork()
+
+    monkeypatch.setattr(scanproc.os, "fork", fork)
+    log = tmp_path / "train.log"
+    log.write_bytes(mixed_log(4000))
+    fds = len(os.listdir("/proc/self/fd"))
+    want = summary(scan_stream(io.BytesIO(log.read_bytes()), PATS, "hyperscan", chunk_size=512, threads=0))
+    assert summary(scan_file(log, chunk_size=512, threads=2, fork=True)) == want
+    assert len(calls) == 2 and len(os.listdir("/proc/self/fd")) == fds
+
+
+def test_children_reaped_by_someone_else_still_give_their_ranges(tmp_path, children):
+    """A process started with SIGCHLD ignored (it is inherited across exec) has its children
+    reaped by the kernel: waitpid finds none, and the scan trusts what they sent."""
+    import signal
+
+    log = tmp_path / "train.log"
+    log.write_bytes(mixed_log(4000))
+    want = summary(scan_stream(io.BytesIO(log.read_bytes()), PATS, "hyperscan", chunk_size=512, threads=0))
+    old = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    try:
+        got = summary(scan_file(log, chunk_size=512, threads=2, fork=True))
+    finally:
+        signal.signal(signal.SIGCHLD, old)
+    assert got == want and len(children) == 2

@@ -567,21 +567,61 @@ class _HyperscanCandidates(_Candidates):
         if not reports:
             return
         reports.sort()
-        shared = self.shared
-        yield from self._lines(chunk, reports, end, shared)
-        # A context pattern reported once and not confirmed may still match further on.
-        single, retired = self.single, self.retired
-        pending: dict[int, int] = {}
-        for r in reports:
-            e = r & 0xFFFFF
-            if e in single:
-                for i in shared.get(e, (e,)):
-                    if i not in retired and i not in pending:
-                        pending[i] = r >> 20
-        if pending:
-            yield from self._context_lines(chunk, end, pending, escaped)
+        yield from self._ordered(chunk, reports, end, escaped)
 
-    def _context_lines(self, chunk, end: int, pending: dict[int, int], escaped: "_Escaped | None"):
+    def _ordered(self, chunk, reports: list[int], stop: int, escaped: "_Escaped | None"):
+        """The candidate lines of chunk[:stop], in order, each once, with every pattern that may
+        match it. A context pattern reports once per pass (SINGLEMATCH); when the line of that
+        report does not confirm it, the context database's pass over the rest of the chunk
+        finds its other matches, which are merged into the lines still to come. So lines are
+        verified in order whatever the chunk edges, as RE2 and `re` verify them (a late second
+        look would count a line twice and apply its captures out of order)."""
+        shared, single, retired = self.shared, self.single, self.retired
+        later: list[int] = []  # the context pass's reports still to come: end << 20 | pattern
+        pending: dict[int, int] = {}  # context pattern -> the end of the line that did not confirm it
+        rfind, find = chunk.rfind, chunk.find
+        k = j = 0
+        n = len(reports)
+        while k < n or j < len(later):
+            if j == len(later) or (k < n and reports[k] >> 20 <= later[j] >> 20):
+                to = reports[k] >> 20
+            else:
+                to = later[j] >> 20
+            pos = to - 1 if to > 0 else 0
+            start = rfind(b"\n", 0, pos) + 1
+            end = find(b"\n", pos, stop)
+            if end < 0:
+                end = stop
+            exprs: set[int] = set()
+            while k < n and (reports[k] >> 20) - 1 <= end:
+                exprs.add(reports[k] & 0xFFFFF)
+                k += 1
+            # Checked now, not when the reports came: verifying the lines before may have retired some.
+            live = _live(exprs, shared, retired) if exprs else []
+            if j < len(later) and (later[j] >> 20) - 1 <= end:
+                extra = set()
+                ctx_shared = self._context[2]
+                while j < len(later) and (later[j] >> 20) - 1 <= end:
+                    e = later[j] & 0xFFFFF
+                    extra.update(i for i in ctx_shared.get(e, (e,)) if i in pending and i not in retired)
+                    j += 1
+                if extra:
+                    live = sorted(extra.union(live))
+            if live:
+                yield start, end, live
+            new = {i for e in exprs if e in single for i in shared.get(e, (e,)) if i not in retired and i not in pending}
+            if new:  # reported here, still not confirmed: its other matches are looked for
+                for i in new:
+                    pending[i] = end
+                found = self._context_reports(chunk, end + 1, stop, new, escaped)
+                if found:
+                    later = sorted(later[j:] + found)
+                    j = 0
+
+    def _context_reports(self, chunk, frm: int, stop: int, wanted: set[int], escaped: "_Escaped | None") -> list[int]:
+        """Every match, after `frm`, of the context patterns in `wanted`: (end << 20 | pattern) by
+        the context database (one expression per distinct form; `self._context[2]` maps it to
+        its patterns), raw lines and stripped coloured ones alike."""
         if self._context is None:
             from troubleshoot.engine import hsdb
 
@@ -593,49 +633,14 @@ class _HyperscanCandidates(_Candidates):
                 shared = {order[k]: tuple(order[j] for j in v) for k, v in found.shared.items()}
                 self._context = (found.db, order, shared, hsdb.scratch(found.db))
         db, order, shared, scratch = self._context
-        if db is None:
-            return
-        frm = chunk.find(b"\n", max(min(pending.values()) - 1, 0), end) + 1
-        if frm <= 0:
-            return
+        if db is None or frm >= stop:
+            return []
         with memoryview(chunk) as view:
-            reports = [(r >> 20) + frm << 20 | order[r & 0xFFFFF]
-                       for r in scanpool.reports(db, view[frm:end], 0, scratch)]
+            out = [(r >> 20) + frm << 20 | order[r & 0xFFFFF] for r in scanpool.reports(db, view[frm:stop], 0, scratch)]
         if escaped is not None:
-            reports += [(r >> 20) << 20 | order[r & 0xFFFFF]
-                        for r in escaped.reports(scanpool.reports(db, escaped.text, 0, scratch))]
-        reports.sort()
-        retired = self.retired
-        for lo, hi, idxs in self._lines(chunk, reports, end, shared):
-            live = [i for i in idxs if i in pending and i not in retired and lo >= pending[i]]
-            if live:
-                yield lo, hi, live
-
-    def _lines(self, chunk, reports: list[int], stop: int, shared: dict[int, tuple[int, ...]]):
-        retired = self.retired
-        rfind, find = chunk.rfind, chunk.find
-        start = end = -1
-        exprs: set[int] = set()
-        for r in reports:
-            to = r >> 20
-            pos = to - 1 if to > 0 else 0
-            if pos > end:
-                if exprs:
-                    # Checked at yield time: verifying the previous line may have retired some.
-                    live = _live(exprs, shared, retired)
-                    if live:
-                        yield start, end, live
-                start = rfind(b"\n", 0, pos) + 1
-                end = find(b"\n", pos, stop)
-                if end < 0:
-                    end = stop
-                exprs = {r & 0xFFFFF}
-            else:
-                exprs.add(r & 0xFFFFF)
-        if exprs:
-            live = _live(exprs, shared, retired)
-            if live:
-                yield start, end, live
+            out += [r >> 20 << 20 | order[r & 0xFFFFF]
+                    for r in escaped.reports(scanpool.reports(db, escaped.text, 0, scratch)) if (r >> 20) - 1 >= frm]
+        return [r for r in out if not wanted.isdisjoint(shared.get(r & 0xFFFFF, (r & 0xFFFFF,)))]
 
 
 class _Escaped:
@@ -952,7 +957,10 @@ def _scan_forked(span: FileSpan, patterns: Sequence[ScanPattern], finder: _Candi
         for k in range(1, len(cuts) - 1):
             work = functools.partial(_child_scan, fd=fd, start=cuts[k], stop=cuts[k + 1], patterns=patterns,
                                      finder=finder, chunk_size=chunk_size, progress=counters.child(k - 1))
-            children.append(scanproc.Child(work))
+            try:
+                children.append(scanproc.Child(work))
+            except OSError:  # no more processes or memory for one: the scan runs here (threads)
+                return None
 
         def between() -> None:
             for c in children:
@@ -1129,15 +1137,26 @@ class _Chunks:
         buf = self.buf
         have = b - a
         if have:
-            buf[:have] = buf[a:b]  # each read lands after the line carried over
+            buf[:have] = buf[a:b]  # each read lands after the bytes carried over
         size = self.size
+        window = max(size, LONG_LINE)
+        looked = 0  # buf[:looked] holds no newline
         while True:
+            first = buf.find(b"\n", looked, have)
+            if first >= window or (first < 0 and have >= window):
+                # A line longer than LONG_LINE: matched in windows of that length, numbered as one
+                # line. Each window starts a whole number of windows into the line, wherever the
+                # reads fell, so a scan that started elsewhere in the file cuts it the same way.
+                self.tail = (window, have)
+                self.done = self.total - (have - window)
+                return buf, window, 0
+            if first >= 0:
+                cut = buf.rfind(b"\n", first, have)
+                self.tail = (cut + 1, have)
+                self.done = self.total - (have - cut - 1)
+                return buf, cut + 1, 0
+            looked = have
             if len(buf) - have < size:
-                if have >= max(size, LONG_LINE):
-                    # A line longer than LONG_LINE: matched in windows, numbered as one line.
-                    self.tail = (0, 0)
-                    self.done = self.total
-                    return buf, have, 0
                 buf.extend(bytes(len(buf)))
             n = self.read_into(buf, have, size)
             if not n:
@@ -1146,14 +1165,7 @@ class _Chunks:
             self.total += n
             if self.progress is not None:
                 self.progress(self.total)
-            end = have + n
-            cut = buf.rfind(b"\n", have, end)
-            if cut < 0:
-                have = end
-                continue
-            self.tail = (cut + 1, end)
-            self.done = self.total - (end - cut - 1)
-            return buf, cut + 1, 0
+            have += n
 
 
 # Above this many bytes a scan asks glibc to keep chunk-sized blocks on the heap (see below).

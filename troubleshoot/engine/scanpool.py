@@ -16,15 +16,17 @@ import os
 import queue
 import threading
 
-# Threads in one pass, the scanner's own included: above this many its verifying, not
-# hyperscan, sets the pace.
+# Threads (or forked scanners) in one scan, the scanner's own included. A cap, so that on a
+# many-core node the processes, their buffers and the parent's serial replay stay few (measured
+# on two cores only).
 MAX_THREADS = 4
 
 
 def scan_threads(size: int | None, min_bytes: int) -> int:
-    """Worker threads worth starting for an input of `size` bytes (None: unknown, a pipe): one per
-    core besides the scanner's own, MAX_THREADS in all at most; none on a single core or for an
-    input under `min_bytes`.
+    """Helpers worth starting for an input of `size` bytes (None: unknown, a pipe): one per core
+    besides the scanner's own, MAX_THREADS in all at most; none on a single core or for an
+    input under `min_bytes`. A helper is a forked scanner of one range of a file where the
+    scanner can fork (scanproc), else a worker thread of this pool.
     $TROUBLESHOOT_SCAN_THREADS, when set, is the number (0: the scan stays in one thread)."""
     env = os.environ.get("TROUBLESHOOT_SCAN_THREADS", "").strip()
     if env.isdigit():

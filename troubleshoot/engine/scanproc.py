@@ -52,6 +52,8 @@ class Child:
     does its work itself."""
 
     def __init__(self, work: Callable[[Callable[[object], int]], None]):
+        """Forks; an OSError (no more processes, no memory) reaches the caller with nothing left
+        open."""
         r, w = os.pipe()
         try:
             import fcntl
@@ -59,22 +61,34 @@ class Child:
             fcntl.fcntl(w, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
         except (OSError, ImportError):
             pass  # the default pipe only makes the child wait more often
-        pid = os.fork()
+        parent = os.getpid()
+        # Ctrl-C waits until the child's pid is kept: a child nobody knows of is never reaped.
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            pid = os.fork()
+        except BaseException:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            os.close(r)
+            os.close(w)
+            raise
         if pid == 0:  # pragma: no cover - runs in the child, which reports through its exit code
             code = 1
             try:
                 os.close(r)
                 signal.signal(signal.SIGINT, signal.SIG_DFL)  # the parent decides what Ctrl-C does
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+                _die_with(parent)
                 work(_sender(w))
                 code = 0
             except BaseException:
                 pass
             finally:
                 os._exit(code)
-        os.close(w)
-        os.set_blocking(r, False)
         self.pid: int | None = pid
         self.fd: int | None = r
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        os.close(w)
+        os.set_blocking(r, False)
         self.data = bytearray()
         self.eof = False
 
@@ -101,8 +115,7 @@ class Child:
                 return None
             select.select([self.fd], [], [], 0.05)
             self.drain()
-        code = self._reap()
-        if code != 0:
+        if self._reap() not in (0, None):
             return None
         out, at, data = [], 0, memoryview(self.data)
         while at + _LENGTH.size <= len(data):
@@ -122,16 +135,34 @@ class Child:
         self._reap()
 
     def _reap(self) -> int | None:
-        code = None
-        if self.pid is not None:
-            _, status = os.waitpid(self.pid, 0)
-            self.pid = None
-            code = os.waitstatus_to_exitcode(status)
+        """The child's exit status once it has ended; None when something else reaped it first
+        (SIGCHLD ignored, or a handler that waits for any child): then its messages tell
+        whether it finished (the scanner's last one says so)."""
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
         self.eof = True
+        code = None
+        if self.pid is not None:
+            pid, self.pid = self.pid, None
+            try:
+                code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+            except ChildProcessError:
+                pass
         return code
+
+
+def _die_with(parent: int) -> None:  # pragma: no cover - runs in the child
+    """A child whose parent is killed (SIGKILL, the OOM killer) is killed too, rather than
+    scanning on with nobody to read what it finds."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent was gone before prctl
+        os._exit(1)
 
 
 def load(message):
