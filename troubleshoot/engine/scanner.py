@@ -270,7 +270,7 @@ class _Candidates:
 
     def spans(self, chunk: bytes, end: int) -> Iterable[tuple[int, int, Sequence[int] | None]]:
         """Yield (line_start, line_end, pattern indices or None for 'try all') for the lines of
-        chunk[:end] (all of it unless the finder is `zero_copy`)."""
+        chunk[:end] (all of it unless the finder is `zero_copy`), in line order, each line once."""
         raise NotImplementedError
 
 
@@ -944,7 +944,7 @@ def _scan_forked(span: FileSpan, patterns: Sequence[ScanPattern], finder: _Candi
     """The file cut into `parts` ranges: the first scanned here, each other by a forked child
     (scanproc), whose matches are then applied here in log order; the rest of the file (a last
     line without its newline, lines written meanwhile) and any range a child left are scanned
-    here. None when the file is too small to cut."""
+    here. None, with nothing read, when the file is too small to cut or a fork fails."""
     fd = span.fd
     cuts = _cuts(fd, span.at, parts, chunk_size)
     if cuts is None:
@@ -1240,11 +1240,8 @@ def _verify_chunk(chunk, end: int, line_base: int, finder: _Candidates, check,
     line = line_base
     count = chunk.count
     spans = finder.spans(chunk, end) if prefilter is None else finder.spans(chunk, end, prefilter)
-    for start, stop, idxs in spans:
-        if start >= counted_to:
-            line += count(b"\n", counted_to, start)
-        else:  # a finder may come back to an earlier line (a second look for context patterns)
-            line -= count(b"\n", start, counted_to)
+    for start, stop, idxs in spans:  # in line order, each line once (every finder's promise)
+        line += count(b"\n", counted_to, start)
         counted_to = start
         check(chunk[start:stop], line, idxs)
     return line + count(b"\n", counted_to, end)
