@@ -45,11 +45,11 @@ def forkable() -> bool:
 
 
 class Child:
-    """One forked process running `work(send)`. `send(obj)` pickles an object to the parent
-    (and says how many bytes that took);
-    the parent collects them with `drain()` (never blocks) and `messages()` (waits for the end).
-    A child that raises, is killed or exits early gives None from `messages()`: the parent
-    does its work itself."""
+    """One forked process running `work(send)`. `send(obj)` pickles an object to the parent (and
+    says how many bytes that took); the parent collects them with `drain()` (never blocks) and
+    `messages()` (waits for the end). A child that raises, is killed or exits early gives None
+    from `messages()`, or, where something else reaped it, what it sent before it stopped: the
+    caller's protocol tells a finished child by its last message, and does the rest itself."""
 
     def __init__(self, work: Callable[[Callable[[object], int]], None]):
         """Forks; an OSError (no more processes, no memory) reaches the caller with nothing left
