@@ -24,8 +24,8 @@ def children(monkeypatch):
     real = scanproc.Child
 
     class Recorded(real):
-        def __init__(self, work):
-            super().__init__(work)
+        def __init__(self, work, mask=None):
+            super().__init__(work, mask)
             made.append(self)
             self.first_pid = self.pid
 
@@ -304,3 +304,93 @@ def test_children_reaped_by_someone_else_still_give_their_ranges(tmp_path, child
     finally:
         signal.signal(signal.SIGCHLD, old)
     assert got == want and len(children) == 2
+
+
+def test_ctrl_c_at_the_fork_never_loses_the_child(monkeypatch):
+    """Ctrl-C between fork() and the caller keeping the child is held until the child is in
+    the caller's list, which then kills and reaps it."""
+    import signal
+
+    real_fork = os.fork
+
+    def fork_then_ctrl_c():
+        pid = real_fork()
+        if pid:
+            os.kill(os.getpid(), signal.SIGINT)  # held: it arrives once start() lets it
+        return pid
+
+    monkeypatch.setattr(scanproc.os, "fork", fork_then_ctrl_c)
+    started: list = []
+    r, w = os.pipe()  # the child waits on it: it is still running when Ctrl-C arrives
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            scanproc.start(lambda send: os.read(r, 1), started)
+        assert len(started) == 1 and started[0].pid is not None
+        pid = started[0].pid
+        started[0].kill()
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        assert started[0].fd is None
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_a_report_cut_short_is_a_child_that_failed():
+    """A child killed while it wrote (and reaped by someone else, so no exit status tells) leaves
+    half a message: only whole ones come back, and the last is not the end of its range."""
+    import signal
+
+    old = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    try:
+        r, w = os.pipe()
+
+        def work(send):
+            send(["first batch"])
+            os.write(w, b"x")  # the parent may kill it now
+            send([b"y" * (4 << 20)])  # far more than the pipe holds: it blocks here
+
+        started: list = []
+        scanproc.start(work, started)
+        child = started[0]
+        os.read(r, 1)
+        import select
+
+        while len(child.data) < (512 << 10):  # part of the big batch is in; the child waits on the pipe
+            select.select([child.fd], [], [], 5)
+            child.data += os.read(child.fd, 64 << 10)  # no more: the rest of the 4 MiB cannot be in yet
+        os.kill(child.pid, signal.SIGKILL)
+        got = child.messages()
+        assert [scanproc.load(m) for m in got] == [["first batch"]]
+    finally:
+        signal.signal(signal.SIGCHLD, old)
+        os.close(r)
+        os.close(w)
+
+
+@pytest.mark.parametrize("role", ["log", "with_log:0"])
+@pytest.mark.parametrize("source", [r"^$", r"^\s*$", r"(?:foo)?", r"\d*"])
+def test_patterns_that_match_empty_text_find_the_same_lines_in_every_engine(tmp_path, role, source, children):
+    pats = [ScanPattern("g", role, source), ScanPattern("h", "log", "foo")]
+    data = b"abc\nfoo 1\n\nbar\n\n  \nlast"
+    results = {}
+    for engine in ("re", "re2", "hyperscan"):
+        for chunk in (3, 7, 1 << 20):
+            results[engine, chunk] = summary(scan_stream(io.BytesIO(data), pats, engine, chunk_size=chunk, threads=0))
+    log = tmp_path / "empty-lines.log"
+    log.write_bytes(data * 200)
+    results["fork"] = summary(scan_file(log, patterns=pats, chunk_size=64, threads=1, fork=True))
+    want = summary(scan_stream(io.BytesIO(data * 200), pats, "re", chunk_size=64))
+    assert results.pop("fork") == want
+    assert all(got == results["re", 3] for got in results.values()), results
+    if source == r"^$":
+        assert [h[0] for h in results["re", 3][2][("g", role)][1]] == ([3] if role != "log" else [3, 5])
+
+
+def test_the_pure_python_engine_stops_looking_for_what_it_retired_within_a_chunk(monkeypatch):
+    monkeypatch.setattr(scanner, "HIT_CAP", 2)
+    pats = [ScanPattern("c", "with_log:0", r"version (?P<v>\d)"), ScanPattern("l", "log", r"step (?P<s>\d)")]
+    data = b"version 1\nversion 2\nstep 1\nstep 2\nstep 3\nversion 3\nstep 4\n"
+    got = {e: summary(scan_stream(io.BytesIO(data), pats, e, chunk_size=1 << 20, threads=0)) for e in ("re", "re2")}
+    assert got["re"] == got["re2"]
+    assert got["re"][2][("c", "with_log:0")][0] == 1 and got["re"][2][("l", "log")][0] == 2

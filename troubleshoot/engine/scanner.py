@@ -310,8 +310,8 @@ class _Re2Candidates(_Candidates):
         pos = 0
         while self.combined is not None and pos < len(scan):
             m = self.combined.search(scan, pos)
-            if m is None:
-                return
+            if m is None or (m.start() == len(scan) and scan.endswith(b"\n")):
+                return  # (an empty match after the last newline is no line of this chunk)
             start, end = _line_span(chunk, m.start())
             pos = end + 1
             active = self.active
@@ -363,9 +363,12 @@ class _LiteralCandidates(_Candidates):
                     start, end = _line_span(chunk, pos)
                     found.setdefault(start, set()).update(idxs)
                     pos = text.find(lit, end + 1) if end + 1 < len(text) else -1
+        retired = self.retired
         for start in sorted(found):
-            _, end = _line_span(chunk, start)
-            yield start, end, sorted(found[start])
+            live = sorted(i for i in found[start] if i not in retired)  # retired by the lines before
+            if live:
+                _, end = _line_span(chunk, start)
+                yield start, end, live
 
 
 def _re2_source(p: "ScanPattern") -> str:
@@ -563,7 +566,7 @@ class _HyperscanCandidates(_Candidates):
         if self.rest is not None:
             rest = bytes(chunk if end == len(chunk) else memoryview(chunk)[:end])
             for start, _end, idxs in self.rest.spans(rest, len(rest)):
-                reports.extend((start + 1) << 20 | i for i in idxs)  # an "end" inside that line
+                reports.extend(start << 20 | i for i in idxs)  # at the line's start: that line
         if not reports:
             return
         reports.sort()
@@ -587,21 +590,24 @@ class _HyperscanCandidates(_Candidates):
                 to = reports[k] >> 20
             else:
                 to = later[j] >> 20
-            pos = to - 1 if to > 0 else 0
+            pos = _report_pos(chunk, to, stop)
+            if pos >= stop:  # an empty match after the chunk's last newline: the next chunk's line
+                k, j = _skip_to(reports, k, stop), _skip_to(later, j, stop)
+                continue
             start = rfind(b"\n", 0, pos) + 1
             end = find(b"\n", pos, stop)
             if end < 0:
                 end = stop
             exprs: set[int] = set()
-            while k < n and (reports[k] >> 20) - 1 <= end:
+            while k < n and _report_pos(chunk, reports[k] >> 20, stop) <= end:
                 exprs.add(reports[k] & 0xFFFFF)
                 k += 1
             # Checked now, not when the reports came: verifying the lines before may have retired some.
             live = _live(exprs, shared, retired) if exprs else []
-            if j < len(later) and (later[j] >> 20) - 1 <= end:
+            if j < len(later) and _report_pos(chunk, later[j] >> 20, stop) <= end:
                 extra = set()
                 ctx_shared = self._context[2]
-                while j < len(later) and (later[j] >> 20) - 1 <= end:
+                while j < len(later) and _report_pos(chunk, later[j] >> 20, stop) <= end:
                     e = later[j] & 0xFFFFF
                     extra.update(i for i in ctx_shared.get(e, (e,)) if i in pending and i not in retired)
                     j += 1
@@ -639,8 +645,23 @@ class _HyperscanCandidates(_Candidates):
             out = [(r >> 20) + frm << 20 | order[r & 0xFFFFF] for r in scanpool.reports(db, view[frm:stop], 0, scratch)]
         if escaped is not None:
             out += [r >> 20 << 20 | order[r & 0xFFFFF]
-                    for r in escaped.reports(scanpool.reports(db, escaped.text, 0, scratch)) if (r >> 20) - 1 >= frm]
+                    for r in escaped.reports(scanpool.reports(db, escaped.text, 0, scratch)) if r >> 20 >= frm]
         return [r for r in out if not wanted.isdisjoint(shared.get(r & 0xFFFFF, (r & 0xFFFFF,)))]
+
+
+def _report_pos(chunk, to: int, stop: int) -> int:
+    """A byte of the line a match ending at `to` belongs to: its last byte, or, for an empty match
+    at a line's start (`^$` on an empty line; what ends just after a newline is taken as one),
+    that line's first byte (`stop` when no line starts there)."""
+    if to > 0 and chunk[to - 1] != 10:  # 10: b"\n"
+        return to - 1
+    return to
+
+
+def _skip_to(reports: list[int], k: int, stop: int) -> int:
+    while k < len(reports) and reports[k] >> 20 >= stop:
+        k += 1
+    return k
 
 
 class _Escaped:
@@ -667,22 +688,19 @@ class _Escaped:
         self.text = ANSI_BYTES.sub(b"", b"\n".join(pieces))
 
     def reports(self, found: list[int]) -> list[int]:
-        """Reports in `text` as reports on the chunk's lines (an end just inside the line)."""
+        """Reports in `text` as reports on the chunk's lines, each at its line's start (which
+        `_report_pos` reads as that line)."""
         starts, text = self.starts, self.text
+        n = len(text)
         if len(found) <= 16:  # counting newlines up to each report beats indexing every line
-            return [(starts[text.count(b"\n", 0, max((r >> 20) - 1, 0))] + 1) << 20 | (r & 0xFFFFF) for r in found]
+            return [starts[text.count(b"\n", 0, _report_pos(text, r >> 20, n))] << 20 | (r & 0xFFFFF) for r in found]
         from bisect import bisect_right
 
         offsets, at = [], 0  # where each stripped line starts in `text`
         for piece in text.split(b"\n"):
             offsets.append(at)
             at += len(piece) + 1
-        out = []
-        for r in found:
-            to = r >> 20
-            k = bisect_right(offsets, to - 1 if to > 0 else 0) - 1
-            out.append((starts[k] + 1) << 20 | (r & 0xFFFFF))
-        return out
+        return [starts[bisect_right(offsets, _report_pos(text, r >> 20, n)) - 1] << 20 | (r & 0xFFFFF) for r in found]
 
 
 class _Prefilter(NamedTuple):
@@ -958,7 +976,7 @@ def _scan_forked(span: FileSpan, patterns: Sequence[ScanPattern], finder: _Candi
             work = functools.partial(_child_scan, fd=fd, start=cuts[k], stop=cuts[k + 1], patterns=patterns,
                                      finder=finder, chunk_size=chunk_size, progress=counters.child(k - 1))
             try:
-                children.append(scanproc.Child(work))
+                scanproc.start(work, children)
             except OSError:  # no more processes or memory for one: the scan runs here (threads)
                 return None
 
@@ -977,7 +995,10 @@ def _scan_forked(span: FileSpan, patterns: Sequence[ScanPattern], finder: _Candi
             got = child.messages(waiting)
             if cancel is not None and cancel.is_set():
                 raise ScanCancelled()
-            end_of = scanproc.load(got[-1]) if got else None
+            try:
+                end_of = scanproc.load(got[-1]) if got else None
+            except Exception:  # pickle's errors vary; a damaged report is a child that failed
+                end_of = None
             if isinstance(end_of, tuple):
                 _, lines, done = end_of
                 for batch in got[:-1]:
@@ -1143,7 +1164,7 @@ class _Chunks:
         looked = 0  # buf[:looked] holds no newline
         while True:
             first = buf.find(b"\n", looked, have)
-            if first >= window or (first < 0 and have >= window):
+            if first > window or (first < 0 and have > window):
                 # A line longer than LONG_LINE: matched in windows of that length, numbered as one
                 # line. Each window starts a whole number of windows into the line, wherever the
                 # reads fell, so a scan that started elsewhere in the file cuts it the same way.

@@ -44,6 +44,16 @@ def forkable() -> bool:
         return True  # no /proc: Python's count is what there is
 
 
+def start(work: Callable[[Callable[[object], int]], None], children: list) -> None:
+    """Fork a Child running `work` and add it to `children`, with Ctrl-C held until it is there:
+    a child its caller does not know of would never be killed or reaped."""
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        children.append(Child(work, mask))
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a Ctrl-C held meanwhile arrives here
+
+
 class Child:
     """One forked process running `work(send)`. `send(obj)` pickles an object to the parent (and
     says how many bytes that took); the parent collects them with `drain()` (never blocks) and
@@ -51,9 +61,10 @@ class Child:
     from `messages()`, or, where something else reaped it, what it sent before it stopped: the
     caller's protocol tells a finished child by its last message, and does the rest itself."""
 
-    def __init__(self, work: Callable[[Callable[[object], int]], None]):
+    def __init__(self, work: Callable[[Callable[[object], int]], None], mask: set | None = None):
         """Forks; an OSError (no more processes, no memory) reaches the caller with nothing left
-        open."""
+        open. Use `start()`, which holds Ctrl-C until the caller has the child; `mask` is the
+        signal mask the child restores."""
         r, w = os.pipe()
         try:
             import fcntl
@@ -62,12 +73,9 @@ class Child:
         except (OSError, ImportError):
             pass  # the default pipe only makes the child wait more often
         parent = os.getpid()
-        # Ctrl-C waits until the child's pid is kept: a child nobody knows of is never reaped.
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             pid = os.fork()
         except BaseException:
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             os.close(r)
             os.close(w)
             raise
@@ -76,7 +84,8 @@ class Child:
             try:
                 os.close(r)
                 signal.signal(signal.SIGINT, signal.SIG_DFL)  # the parent decides what Ctrl-C does
-                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+                if mask is not None:
+                    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
                 _die_with(parent)
                 work(_sender(w))
                 code = 0
@@ -86,7 +95,6 @@ class Child:
                 os._exit(code)
         self.pid: int | None = pid
         self.fd: int | None = r
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         os.close(w)
         os.set_blocking(r, False)
         self.data = bytearray()
@@ -121,6 +129,8 @@ class Child:
         while at + _LENGTH.size <= len(data):
             (n,) = _LENGTH.unpack_from(data, at)
             at += _LENGTH.size
+            if at + n > len(data):
+                break  # cut short: the child was killed while it wrote (and reaped by someone else)
             out.append(data[at : at + n])
             at += n
         return out
