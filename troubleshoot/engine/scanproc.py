@@ -22,6 +22,7 @@ import pickle
 import select
 import signal
 import struct
+import sys
 import threading
 from typing import Callable
 
@@ -30,9 +31,10 @@ PIPE_BYTES = 1 << 20  # a child rarely waits for the parent to drain its pipe
 
 
 def forkable() -> bool:
-    """True where fork and pread exist and this process runs one thread (Python's or any other:
-    a native library's thread holds locks too)."""
-    if not (hasattr(os, "fork") and hasattr(os, "preadv")):
+    """True on Linux (elsewhere a forked child of a process that loaded system frameworks may not
+    be usable, as on macOS) where this process runs one thread (Python's or any other: a native
+    library's thread holds locks too)."""
+    if not (sys.platform.startswith("linux") and hasattr(os, "fork") and hasattr(os, "preadv")):
         return False
     if os.environ.get("TROUBLESHOOT_SCAN_FORK", "").strip() == "0":
         return False
