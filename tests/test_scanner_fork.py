@@ -24,8 +24,8 @@ def children(monkeypatch):
     real = scanproc.Child
 
     class Recorded(real):
-        def __init__(self, work, mask=None):
-            super().__init__(work, mask)
+        def __init__(self, work):
+            super().__init__(work)
             made.append(self)
             self.first_pid = self.pid
 

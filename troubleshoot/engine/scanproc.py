@@ -48,12 +48,23 @@ def forkable() -> bool:
 
 def start(work: Callable[[Callable[[object], int]], None], children: list) -> None:
     """Fork a Child running `work` and add it to `children`, with Ctrl-C held until it is there:
-    a child its caller does not know of would never be killed or reaped."""
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    a child its caller does not know of would never be killed or reaped. (Only the main thread
+    ever gets KeyboardInterrupt, so only there is there anything to hold.)"""
+    held: list = []
+    old = None
+    if threading.current_thread() is threading.main_thread():
+        old = signal.getsignal(signal.SIGINT)
+        if callable(old):
+            signal.signal(signal.SIGINT, lambda signum, frame: held.append(frame))
+        else:
+            old = None  # SIG_IGN or SIG_DFL: no KeyboardInterrupt to hold
     try:
-        children.append(Child(work, mask))
+        children.append(Child(work))
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a Ctrl-C held meanwhile arrives here
+        if old is not None:
+            signal.signal(signal.SIGINT, old)
+            if held:
+                old(signal.SIGINT, held[0])  # the Ctrl-C held meanwhile: KeyboardInterrupt now
 
 
 class Child:
@@ -63,10 +74,9 @@ class Child:
     from `messages()`, or, where something else reaped it, what it sent before it stopped: the
     caller's protocol tells a finished child by its last message, and does the rest itself."""
 
-    def __init__(self, work: Callable[[Callable[[object], int]], None], mask: set | None = None):
+    def __init__(self, work: Callable[[Callable[[object], int]], None]):
         """Forks; an OSError (no more processes, no memory) reaches the caller with nothing left
-        open. Use `start()`, which holds Ctrl-C until the caller has the child; `mask` is the
-        signal mask the child restores."""
+        open. Use `start()`, which holds Ctrl-C until the caller has the child."""
         r, w = os.pipe()
         try:
             import fcntl
@@ -86,8 +96,6 @@ class Child:
             try:
                 os.close(r)
                 signal.signal(signal.SIGINT, signal.SIG_DFL)  # the parent decides what Ctrl-C does
-                if mask is not None:
-                    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
                 _die_with(parent)
                 work(_sender(w))
                 code = 0
