@@ -12,7 +12,7 @@ import pytest
 
 from troubleshoot.engine import scanner, scanproc
 from troubleshoot.engine.scanner import ScanCancelled, ScanPattern, scan_stream
-from tests.test_scanner_threads import PATS, OOM, TB, mixed_log, summary
+from tests.test_scanner_threads import OOM, PATS, TB, broken_condition, mixed_log, summary
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
 
@@ -155,17 +155,9 @@ def test_a_cancelled_scan_kills_and_reaps_its_children(tmp_path, children):
 
 
 def test_a_failing_verifier_in_the_parent_reaches_the_caller_and_reaps_the_children(tmp_path, children):
-    calls = []
-
-    def where(captures):
-        calls.append(captures)
-        if len(calls) == 3:
-            raise ValueError("a broken rule condition")
-        return True
-
     log = tmp_path / "train.log"
     log.write_bytes(mixed_log(4000))
-    bad = ScanPattern("oom", "log", OOM.regex, where=where)
+    bad = ScanPattern("oom", "log", OOM.regex, where=broken_condition())
     with pytest.raises(ValueError, match="broken rule condition"):
         scan_file(log, patterns=[bad, TB], chunk_size=512, threads=2, fork=True)
     assert_reaped(children)

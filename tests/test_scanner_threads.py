@@ -81,16 +81,20 @@ def test_no_thread_outlives_a_cancelled_scan():
     assert scan_threads_alive() == []
 
 
-def test_no_thread_outlives_a_failing_verifier():
+def broken_condition(fails_at: int = 3):
+    """A rule's `where` that raises on its third call, as a broken condition would."""
     calls = []
 
     def where(captures):
         calls.append(captures)
-        if len(calls) == 3:
+        if len(calls) == fails_at:
             raise ValueError("a broken rule condition")
         return True
+    return where
 
-    bad = ScanPattern("oom", "log", OOM.regex, where=where)
+
+def test_no_thread_outlives_a_failing_verifier():
+    bad = ScanPattern("oom", "log", OOM.regex, where=broken_condition())
     with pytest.raises(ValueError, match="broken rule condition"):
         scan_stream(io.BytesIO(mixed_log()), [bad, TB], "hyperscan", chunk_size=512, threads=2)
     assert scan_threads_alive() == []
