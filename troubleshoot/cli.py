@@ -137,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
 # Commands whose files are all written and closed before they return: the `troubleshoot`
 # command leaves them without the interpreter's teardown (see `entry`).
 QUICK_EXIT = frozenset({"diagnose", "probe", "run"})
-_ran: list[str] = []  # the command main() ran, for entry()
+_last_command: str | None = None  # what main() ran, for entry()
 
 
 def entry() -> None:
@@ -148,13 +148,13 @@ def entry() -> None:
     data takes the ordinary exit: another command, a thread still running that is not a
     daemon, a stream that cannot be flushed."""
     code = main()
-    if _ran and _ran[-1] in QUICK_EXIT:
+    if _last_command in QUICK_EXIT:
         import threading
 
         if all(t.daemon or t is threading.main_thread() for t in threading.enumerate()):
             import atexit
 
-            atexit._run_exitfuncs()
+            atexit._run_exitfuncs()  # private, but the one way to run them as exit would
             try:
                 sys.stdout.flush()
                 sys.stderr.flush()
@@ -165,10 +165,11 @@ def entry() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    global _last_command
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args = build_parser().parse_args(argv)
-        _ran.append(args.command)
+        _last_command = args.command
         args.plugins = args.plugins + [m for depth in (1, 2) for m in getattr(args, f"plugins_{depth}", [])]
         from troubleshoot import cli_paths
 
