@@ -95,24 +95,17 @@ class Peeked:
 
     def file_span(self):
         """(fd, offset, seek) when what is left to read is a plain file's bytes from offset to
-        its end, for a scanner that reads by offset (see scanner._file_span); else None."""
-        from troubleshoot.engine.scanner import FileSpan
+        its end, for a scanner that reads by offset (see scanner.file_span); else None."""
+        from troubleshoot.engine.scanner import FileSpan, file_span
 
-        rest = self.rest
-        if type(rest) not in (io.BufferedReader, io.FileIO):
-            return None
-        try:
-            fd = rest.fileno()
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return None
-            at = rest.tell() - (len(self.head) - self.at)
-        except (OSError, ValueError):
+        rest = file_span(self.rest)
+        if rest is None:
             return None
 
         def seek(offset: int) -> None:
             self.head, self.at = b"", 0
             rest.seek(offset)
-        return FileSpan(fd, at, seek)
+        return FileSpan(rest.fd, rest.at - (len(self.head) - self.at), seek)
 
     def readinto(self, buf) -> int:
         left = len(self.head) - self.at

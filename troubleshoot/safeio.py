@@ -1,5 +1,5 @@
 """Filesystem helpers every layer may use: paths confined under a root, atomic writes through
-unguessable O_EXCL temp files, and advisory locks.
+unguessable O_EXCL temp files, advisory locks, and pipes grown to hold more.
 
 Confinement works like chroot: a path is resolved component by component under the root with
 `lstat`; a symlink is followed as the system inside the root would follow it (an absolute
@@ -15,7 +15,6 @@ import contextlib
 import errno
 import fcntl
 import os
-import secrets
 import stat
 from pathlib import Path
 from typing import Iterator
@@ -149,6 +148,8 @@ def write_in(dir_fd: int, name: str, data: bytes, mode: int | None = None) -> No
     if st is not None and not stat.S_ISREG(st.st_mode):
         raise UnsafePath(f"{name} is not a regular file (a symlink or a folder appeared there); not replaced")
     for _ in range(16):
+        import secrets  # here: `troubleshoot run` grows its pipes before the job starts, without it
+
         tmp = f".{name[:200]}.{secrets.token_hex(8)}.tmp"
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
@@ -225,3 +226,18 @@ def locked_dir(path: str | Path, shared: bool = False) -> Iterator[None]:
             yield
     finally:
         os.close(fd)
+
+
+def grow_pipe(fd: int, size: int) -> None:
+    """Let the pipe `fd` hold `size` bytes, or as much as the system allows a user: a fast writer
+    keeps writing while its reader is busy, instead of waiting on a full 64 KiB pipe. Never
+    raises (over the user's pipe quota, or not Linux, the pipe keeps its size)."""
+    try:
+        with open("/proc/sys/fs/pipe-max-size", "rb") as f:
+            size = min(size, int(f.read()))
+    except (OSError, ValueError):
+        pass
+    try:
+        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), size)
+    except OSError:
+        pass

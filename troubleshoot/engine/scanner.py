@@ -25,6 +25,8 @@ import functools
 import io
 import os
 import re
+import stat
+import struct
 from collections import deque
 from dataclasses import dataclass, field
 from typing import BinaryIO, Callable, Iterable, NamedTuple, Sequence
@@ -436,8 +438,6 @@ def _stream_size(stream) -> int | None:
         st = os.fstat(stream.fileno())
     except (AttributeError, ValueError, OSError, io.UnsupportedOperation):
         return None
-    import stat
-
     return st.st_size if stat.S_ISREG(st.st_mode) else None
 
 
@@ -852,7 +852,7 @@ def scan_stream(stream: BinaryIO, patterns: Sequence[ScanPattern], backend: str 
     if threads is None:
         threads = scanpool.scan_threads(size, PARALLEL_MIN_BYTES)
     if threads and fork is not False and (fork or (size or 0) >= FORK_MIN_BYTES and scanproc.forkable()):
-        span = _file_span(stream)
+        span = file_span(stream)
         if span is not None:
             found = _scan_forked(span, patterns, finder, threads + 1, chunk_size, cancel, progress)
             if found is not None:
@@ -879,19 +879,21 @@ REPORT_BYTES = 8 << 20
 
 
 def _scan_chunks(chunks: "_Chunks", finder: _Candidates, check, line: int, cancel=None, pool=None,
-                 between: Callable[[], None] | None = None) -> int:
-    """Verify every chunk; return the number of the line after the last one."""
+                 between: Callable[[], object] | None = None, last_line: bool = True) -> int:
+    """Verify every chunk; return the number of the line after the last one. `between()` is
+    called after each chunk and stops the scan by returning true; `last_line` false leaves an
+    unfinished last line (no newline after it) unread."""
     while True:
         if cancel is not None and cancel.is_set():
             raise ScanCancelled()
         got = chunks.next()
-        if got is None:
+        if got is None or (got[2] and not last_line):
             return line
         chunk, end = _prepared(got[0], got[1], finder)
         prefilter = finder.start(chunk, end, pool) if pool is not None else None
         line = _verify_chunk(chunk, end, line, finder, check, prefilter) + got[2]
-        if between is not None:
-            between()
+        if between is not None and between():
+            return line
 
 
 def _checker(patterns: Sequence[ScanPattern], hits: dict, finder: _Candidates):
@@ -910,17 +912,20 @@ class FileSpan(NamedTuple):
     seek: Callable[[int], object]  # leaves the stream at a file offset, as if read to there
 
 
-def _file_span(stream) -> FileSpan | None:
-    """The stream as a file read by offsets; None unless it is a plain binary file (or a stream
-    that says what file it reads, `file_span()`), never a decompressing reader: its offsets are
-    not the file's."""
+def file_span(stream) -> FileSpan | None:
+    """The stream as a regular file read by offsets; None unless it is a plain binary file (or a
+    stream that says what file it reads, `file_span()`), never a decompressing reader: its
+    offsets are not the file's."""
     span = getattr(stream, "file_span", None)
     if span is not None:
         return span()
     if type(stream) not in (io.BufferedReader, io.FileIO):
         return None
     try:
-        return FileSpan(stream.fileno(), stream.tell(), stream.seek)
+        fd = stream.fileno()
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return FileSpan(fd, stream.tell(), stream.seek)
     except (OSError, ValueError):
         return None
 
@@ -1038,17 +1043,17 @@ def _child_scan(send, fd: int, start: int, stop: int, patterns: Sequence[ScanPat
             batch.append((line, matches))
             _retire_seen(matches, patterns, counts, finder)
 
-    chunks = _Chunks(_FileRange(fd, start, stop), chunk_size, progress)
-    line, sent = 0, 0
-    while sent < REPORT_BYTES:
-        got = chunks.next()
-        if got is None or got[2]:
-            break
-        chunk, end = _prepared(got[0], got[1], finder)
-        line = _verify_chunk(chunk, end, line, finder, check)
+    sent = 0
+
+    def flush() -> bool:  # a batch per chunk; true once the report is as large as it may grow
+        nonlocal sent
         if batch:
             sent += send(batch)
-            batch = []
+            batch.clear()
+        return sent >= REPORT_BYTES
+
+    chunks = _Chunks(_FileRange(fd, start, stop), chunk_size, progress)
+    line = _scan_chunks(chunks, finder, check, 0, between=flush, last_line=False)
     send(("end", line, chunks.done))
 
 
@@ -1066,9 +1071,14 @@ def _retire_seen(matches: list[tuple], patterns: Sequence[ScanPattern], counts: 
         seen_groups.add(key)
         counts[key] = n = counts.get(key, 0) + 1
         if n >= HIT_CAP:
-            for j, q in enumerate(patterns):
-                if (q.group, q.role) == key:
-                    finder.retire(j)
+            _retire_group(key, patterns, finder)
+
+
+def _retire_group(key: tuple[str, str], patterns: Sequence[ScanPattern], finder: _Candidates) -> None:
+    """A group that matched HIT_CAP lines: none of its patterns is looked for any more."""
+    for j, q in enumerate(patterns):
+        if (q.group, q.role) == key:
+            finder.retire(j)
 
 
 def _replay(batch: list, base: int, patterns: Sequence[ScanPattern], hits: dict, finder: _Candidates) -> None:
@@ -1112,8 +1122,6 @@ class _Counters:
     def child(self, k: int):
         if self.shared is None:
             return None
-        import struct
-
         shared = self.shared
 
         def wrote(n: int) -> None:  # pragma: no cover - runs in a forked child
@@ -1126,8 +1134,6 @@ class _Counters:
         if final is None:
             others = 0
             if self.shared is not None:
-                import struct
-
                 others = sum(struct.unpack_from(f"<{len(self.shared) // 8}Q", self.shared))
             final = min(sum(self.phases) + others, self.size)
         if final > self.last:
@@ -1316,9 +1322,7 @@ def _apply(line: int, matches: list[tuple], patterns: Sequence[ScanPattern], hit
             _add_part(rec, captures.get(p.split) or "", hit, captures)
         if rec.count >= HIT_CAP:
             rec.capped = True
-            for j, q in enumerate(patterns):
-                if (q.group, q.role) == key:
-                    finder.retire(j)
+            _retire_group(key, patterns, finder)
 
 
 def _add_part(rec: GroupHits, value: str, hit: LineHit, captures: dict) -> None:

@@ -3,11 +3,10 @@
 hyperscan's `Database.scan` releases the GIL while it scans (it takes it back only to report a
 match), so the raw pass over a chunk of a log is split between the scanner's thread and these
 workers, one part each, all scanning at once; the scanner's thread then verifies the chunk.
-Each thread has its own scratch space (one scratch per concurrent scan, as hyperscan
-requires). Jobs only read the bytes they are given and
-return match reports; everything that depends on earlier results (retired patterns, hit caps,
-line numbers) stays with the caller, in chunk order, so a scan with threads finds exactly what
-one without them finds.
+Each thread has its own scratch space (one scratch per concurrent scan, as hyperscan requires).
+Jobs only read the bytes they are given and return match reports; everything that depends on
+earlier results (retired patterns, hit caps, line numbers) stays with the caller, in chunk
+order, so a scan with threads finds exactly what one without them finds.
 """
 
 from __future__ import annotations

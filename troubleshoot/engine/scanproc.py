@@ -26,6 +26,8 @@ import sys
 import threading
 from typing import Callable
 
+from troubleshoot import safeio
+
 _LENGTH = struct.Struct("<Q")
 PIPE_BYTES = 1 << 20  # a child rarely waits for the parent to drain its pipe
 
@@ -78,12 +80,7 @@ class Child:
         """Forks; an OSError (no more processes, no memory) reaches the caller with nothing left
         open. Use `start()`, which holds Ctrl-C until the caller has the child."""
         r, w = os.pipe()
-        try:
-            import fcntl
-
-            fcntl.fcntl(w, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
-        except (OSError, ImportError):
-            pass  # the default pipe only makes the child wait more often
+        safeio.grow_pipe(w, PIPE_BYTES)
         parent = os.getpid()
         try:
             pid = os.fork()

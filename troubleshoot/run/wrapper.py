@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Callable, Sequence
 
+from troubleshoot import safeio
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.run import procgroup
 from troubleshoot.run.procgroup import Leftover
@@ -238,7 +239,7 @@ def run(argv: Sequence[str], log: BinaryIO, log_path: Path, on_output: Callable[
             names.add(os.ttyname(slave))
         else:
             master, slave = os.pipe()
-            _grow_pipe(slave)
+            safeio.grow_pipe(slave, PIPE_SIZE)  # a fast job keeps writing while we pause between reads
             names.add(os.readlink(f"/proc/self/fd/{slave}"))
         reads[master] = None if target in closed else target
         child_fds.append(slave)
@@ -405,20 +406,6 @@ def _write_log(log: BinaryIO, data: bytes) -> None:
         if n is None or n >= len(view):  # a buffered writer takes everything
             return
         view = view[n:]
-
-
-def _grow_pipe(fd: int) -> None:
-    """Room for PIPE_SIZE bytes (or what the system allows): a job printing fast keeps
-    writing while we pause between reads, instead of blocking on a full 64 KiB pipe."""
-    try:
-        with open("/proc/sys/fs/pipe-max-size", "rb") as f:
-            size = min(PIPE_SIZE, int(f.read()))
-    except (OSError, ValueError):
-        size = PIPE_SIZE
-    try:
-        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, size)
-    except (OSError, AttributeError):
-        pass  # over the user's pipe quota (pipe-user-pages-soft): the default size works too
 
 
 def _write_all(fd: int, data: bytes) -> bool:
