@@ -390,31 +390,49 @@ def probe_time() -> str:
 CHATTY_JOB = "import sys\nw = sys.stdout.write\nfor i in range(1_000_000):\n    w(f'step {i} loss {i % 97 / 97:.4f}\\n')\n"
 
 
-def wrapper_figures(tmp: Path, runs: int = 5) -> list[str]:
+# A reader that does what the wrapper does with a pipe and nothing else: one read of what is
+# there, a 5 ms pause after a short one. The job into it is what any pipe costs the job.
+BARE_READER = ("import os, time\nbuf = bytearray(1 << 20)\n"
+               "import fcntl\ntry:\n    fcntl.fcntl(0, 1031, 1 << 20)\nexcept OSError:\n    pass\n"
+               "while True:\n    n = os.readv(0, [buf])\n    if not n:\n        break\n"
+               "    if n < 1 << 19:\n        time.sleep(0.005)\n")
+
+
+def wrapper_figures(tmp: Path, runs: int = 7) -> list[str]:
     """The job direct and under `troubleshoot run` with its defaults (watcher on; probes would
     run only if the job failed, and it does not), alternately, both writing to /dev/null."""
     job = tmp / "chatty.py"
     job.write_text(CHATTY_JOB)
-    direct, wrapped, teed = [], [], []
+    direct, wrapped, teed, piped = [], [], [], []
     env = child_env(PYTHONUNBUFFERED="1")  # a write per line, as on a terminal: the worst case
     load = os.getloadavg()[0]
-    tee = f"{shlex.quote(sys.executable)} {shlex.quote(str(job))} | tee {shlex.quote(str(tmp / 'tee.log'))}"
-    for _ in range(runs):
+    py, jq = shlex.quote(sys.executable), shlex.quote(str(job))
+    tee = f"{py} {jq} | tee {shlex.quote(str(tmp / 'tee.log'))}"
+    bare = f"{py} {jq} | {py} -c {shlex.quote(BARE_READER)}"
+    mb = 0.0
+    for i in range(runs):
+        # A new log each run, as `run` without --log-to makes: rewriting one file would add
+        # ext4's flush of a truncated file (auto_da_alloc, 5-15 ms at close) to every run.
+        log = tmp / f"job-{i}.log"
         direct.append(measure([sys.executable, str(job)], env=env))
-        wrapped.append(measure([sys.executable, "-m", "troubleshoot", "run", "--log-to", str(tmp / "job.log"), "--",
+        wrapped.append(measure([sys.executable, "-m", "troubleshoot", "run", "--log-to", str(log), "--",
                                 sys.executable, str(job)], env=env))
         teed.append(measure(["sh", "-c", tee], env=env))
+        piped.append(measure(["sh", "-c", bare], env=env))
+        mb = log.stat().st_size / 1e6
+        log.unlink()
     d = statistics.median(r.wall for r in direct)
     w = statistics.median(r.wall for r in wrapped)
     t = statistics.median(r.wall for r in teed)
+    b = statistics.median(r.wall for r in piped)
     dc = statistics.median(r.cpu for r in direct)
     wc = statistics.median(r.cpu for r in wrapped)
-    mb = (tmp / "job.log").stat().st_size / 1e6
     out = [f"run wrapper, job printing 1M short lines unbuffered (output to /dev/null; `troubleshoot run --log-to "
-           f"{tmp}/job.log -- JOB`): direct {d:.2f} s, under `troubleshoot run` {w:.2f} s ({w / d:.2f}x wall; "
+           f"{tmp}/job-N.log -- JOB`): direct {d:.2f} s, under `troubleshoot run` {w:.2f} s ({w / d:.2f}x wall; "
            f"medians of {runs}, alternated; load average {load:.1f} before); CPU {dc:.2f} s direct, {wc:.2f} s "
            f"wrapped (job and wrapper: start-up, watcher, scan and diagnosis of the {mb:.0f} MB log included); "
-           f"for reference, the job keeping its log with `JOB | tee LOG`: {t:.2f} s ({t / d:.2f}x)"]
+           f"for reference, the job into a bare pipe (a reader that only reads, as the wrapper does): {b:.2f} s "
+           f"({b / d:.2f}x), and keeping its log with `JOB | tee LOG`: {t:.2f} s ({t / d:.2f}x)"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-m", "troubleshoot", "run", "--log-to", str(tmp / "l3"), "--", "sleep", "10"],

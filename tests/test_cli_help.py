@@ -42,6 +42,26 @@ def test_examples_parse(path, monkeypatch):
         cli.build_parser().parse_args(words[1:])
 
 
+def test_the_one_command_parser_parses_as_the_whole_one():
+    """main() builds only the named subcommand's parser: every example, with -p before and
+    after the command, must come out exactly as the whole parser reads it."""
+    argvs = [shlex.split(e.split("|")[-1].split(">")[0])[1:] for _, examples in cli_help.HELP.values()
+             for e in examples]
+    argvs = [a for a in argvs if a]  # bare `troubleshoot` (the TUI) is the whole parser's
+    argvs += [["-p", "mod", *argvs[0]], ["--plugin=mod", "-pother", *argvs[0]], ["run", "-p", "m", "--", "ls", "-l"]]
+    for argv in argvs:
+        command = cli.command_in(argv)
+        assert command is not None and command in argv, argv
+        assert cli.build_parser(command).parse_args(argv) == cli.build_parser().parse_args(argv), argv
+    for argv in (["--help"], ["--version"], ["diagnse"], [], ["-x", "diagnose"], ["-p"]):
+        assert cli.command_in(argv) is None  # the whole parser answers these (help, did-you-mean)
+
+
+def test_a_mistyped_command_still_gets_the_whole_list():
+    p = run_cli("diagnse")
+    assert p.returncode == 2 and b"invalid choice" in p.stderr and b"'diagnose'" in p.stderr
+
+
 def test_diagnose_help_shows_three_invocations_and_the_options():
     p = run_cli("diagnose", "--help")
     out = p.stdout.decode()

@@ -46,14 +46,44 @@ def _add_plugin_arg(p: argparse.ArgumentParser, depth: int) -> None:
                    action="append", default=argparse.SUPPRESS if depth else [], help=PLUGIN_HELP)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_in(argv: Sequence[str]) -> str | None:
+    """The subcommand `argv` names, where that is plain without parsing: only `-p MODULE` may
+    come before it. None for anything else (`--help`, `--version`, a typo), which the whole
+    parser then handles."""
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word in ("-p", "--plugin"):
+            i += 2
+        elif word.startswith("--plugin=") or (word.startswith("-p") and not word.startswith("--")):
+            i += 1
+        elif word.startswith("-"):
+            return None
+        else:
+            return word if word in _COMMAND_NAMES else None
+    return None
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser; with `command` (see command_in), only that subcommand's: the
+    other twenty cost every cold start 10-15 ms to build and are never used."""
     from troubleshoot import cli_help
 
     ap = _Parser(prog=PROG)
     ap.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     _add_plugin_arg(ap, 0)
     sub = ap.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for names, add in _SUBCOMMANDS:
+        if command is None or command in names:
+            add(sub)
+    for path, p in cli_help.subparsers(ap):
+        if path:
+            _add_plugin_arg(p, len(path))
+    cli_help.apply(ap)
+    return ap
 
+
+def _add_diagnose(sub) -> None:
     d = sub.add_parser("diagnose", help="diagnose a log (file, '-' or piped stdin)")
     d.add_argument("--log", metavar="PATH", action="append",
                    help="log file, folder of per-rank logs, glob, or '-' for stdin (default: stdin when "
@@ -73,6 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                    help="text: colours and rendered Markdown on a terminal (auto), always, or plain text (never)")
 
+
+def _add_tui(sub) -> None:
     t = sub.add_parser("tui", help="the interactive terminal UI (also: troubleshoot with no command)")
     t.add_argument("--log", metavar="PATH", help="log file to diagnose")
     t.add_argument("--follow", metavar="PATH", help="follow a growing log; new diagnoses appear as it grows")
@@ -81,6 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--root", metavar="DIR", help="apply fixes' file changes under DIR; run no commands")
     _add_rules_arg(t)
 
+
+def _add_probe(sub) -> None:
     pr = sub.add_parser("probe", help="read this machine (GPUs, driver, CUDA, frameworks, Docker, IO)")
     pr.add_argument("--format", choices=("text", "json"), default="text", help=format_help("text", "json"))
     pr.add_argument("--save", metavar="FILE", help="also save the snapshot as JSON to FILE")
@@ -88,16 +122,26 @@ def build_parser() -> argparse.ArgumentParser:
                     help="replace hostnames, IP/MAC addresses, user names and home paths with placeholders")
     pr.add_argument("--python", metavar="PATH", help="interpreter whose frameworks to probe")
 
+
+def _add_fix(sub) -> None:
     from troubleshoot import cli_fix
 
     cli_fix.add_parsers(sub, _add_rules_arg)
+
+
+def _add_run(sub) -> None:
     from troubleshoot import cli_run
 
     cli_run.add_parser(sub, _add_rules_arg)
+
+
+def _add_fleet(sub) -> None:
     from troubleshoot import cli_fleet
 
     cli_fleet.add_parser(sub, _add_rules_arg, _Parser)
 
+
+def _add_rules(sub) -> None:
     r = sub.add_parser("rules", help="list, show, lint, test, trace and scaffold rules; list symptom ids")
     rsub = r.add_subparsers(dest="rules_command", metavar="SUBCOMMAND", parser_class=_Parser)
     for name, helptext in (("lint", "check rule files; file:line: message for each problem"),
@@ -127,11 +171,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="FILE", help="write the rule file here (default: print it; with --rules DIR: "
                                                   "DIR/RULE_ID.yaml)")
     _add_rules_arg(p)
-    for path, p in cli_help.subparsers(ap):
-        if path:
-            _add_plugin_arg(p, len(path))
-    cli_help.apply(ap)
-    return ap
+
+
+# In the order `--help` lists them; each adds the subcommands it names.
+_SUBCOMMANDS = ((("diagnose",), _add_diagnose), (("tui",), _add_tui), (("probe",), _add_probe),
+                (("fixers", "fix", "undo", "history"), _add_fix), (("run",), _add_run), (("fleet",), _add_fleet),
+                (("rules",), _add_rules))
+_COMMAND_NAMES = frozenset(n for names, _ in _SUBCOMMANDS for n in names)
 
 
 # Commands whose files are all written and closed before they return: the `troubleshoot`
@@ -168,7 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     global _last_command
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(command_in(argv)).parse_args(argv)
         _last_command = args.command
         args.plugins = args.plugins + [m for depth in (1, 2) for m in getattr(args, f"plugins_{depth}", [])]
         from troubleshoot import cli_paths

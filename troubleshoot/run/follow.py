@@ -90,9 +90,8 @@ class BackgroundScan:
         import os
         import stat
 
-        from troubleshoot.sources import LogSource
-
-        self.source = LogSource(log_path, log_path)
+        self._path = log_path
+        self._source = None
         self._load = load_rules
         # Each scan has its own hyperscan scratch space (engine.hsdb.scratch), so the live
         # diagnoses may scan new lines while this scan runs.
@@ -102,6 +101,16 @@ class BackgroundScan:
         self._scanned = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._work, name="troubleshoot-scan", daemon=True)
+
+    @property
+    def source(self):
+        """The log as a pipeline source; made in the thread (sources' import is not something
+        the job should wait for)."""
+        if self._source is None:
+            from troubleshoot.sources import LogSource
+
+            self._source = LogSource(self._path, self._path)
+        return self._source
 
     def start(self) -> "BackgroundScan":
         self._thread.start()
@@ -115,6 +124,7 @@ class BackgroundScan:
         try:
             from troubleshoot import pipeline
 
+            self.source
             self.ruleset = self._load()
             self.ready.set()
             # Every rule once on no input: what the diagnosis at the end parses and imports on
