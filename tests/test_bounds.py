@@ -26,6 +26,14 @@ rules:
 {extra}"""
 
 
+def forget_rulesets() -> None:
+    """The whole rule set is cached on top of each file's YAML (rulecache): these tests are
+    about the files' cache, which a load reads only when the rule set is not cached."""
+    import shutil
+
+    shutil.rmtree(Path(os.environ["XDG_CACHE_HOME"]) / "troubleshoot" / "rulesets", ignore_errors=True)
+
+
 def no_traceback(p) -> None:
     assert b"Traceback" not in p.stdout + p.stderr, (p.stdout + p.stderr).decode()[-3000:]
 
@@ -44,6 +52,7 @@ def test_a_planted_cache_never_runs_code(rules_dir):
     for f in files:
         f.write_bytes(pickle.dumps(Boom()))
         f.with_suffix(".pickle").write_bytes(pickle.dumps(Boom()))
+    forget_rulesets()
     p = run_cli("rules", "list", "--rules", str(d))
     no_traceback(p)
     assert p.returncode == 0 and b"team-rule" in p.stdout
@@ -58,8 +67,10 @@ def test_a_cache_others_can_write_is_ignored(rules_dir):
     fmt, stamp, kind, _ = marshal.loads(f.read_bytes())
     forged = marshal.dumps((fmt, stamp, "problems", ((1, "forged by someone else"),)))
     f.write_bytes(forged)
+    forget_rulesets()
     os.chmod(cache, 0o777)
     assert "forged" not in " ".join(map(str, load_ruleset([d]).problems))
+    forget_rulesets()
     os.chmod(cache, 0o700)
     os.chmod(f, 0o666)
     assert "forged" not in " ".join(map(str, load_ruleset([d]).problems))
@@ -74,6 +85,7 @@ def test_files_with_problems_are_cached_with_their_problems(rules_dir, monkeypat
         raise AssertionError("parsed again although the file did not change")
 
     monkeypatch.setattr(loader, "_parse_document", never)
+    forget_rulesets()
     assert [str(p) for p in load_ruleset([d], include_shipped=False).problems] == first
 
 

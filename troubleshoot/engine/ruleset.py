@@ -108,7 +108,6 @@ def load_ruleset(extra_dirs: list[str | Path] = (), include_shipped: bool = True
     """Load every layer; problems are collected, never raised (a broken team file is skipped)."""
     problems: list[Problem] = []
     shipped = shipped_rules_dir()
-    taxonomy = load_taxonomy(shipped / TAXONOMY_FILE)
     packs: list[Pack] = []
     if include_shipped:
         packs.append(Pack(SHIPPED, shipped))
@@ -118,6 +117,36 @@ def load_ruleset(extra_dirs: list[str | Path] = (), include_shipped: bool = True
         packs += [Pack(f"config:{d}", d) for d in config_rule_dirs(problems)]
     packs += [Pack(f"env:{d}", d) for d in env_rule_dirs()]
     packs += [Pack(str(d), Path(d)) for d in extra_dirs]
+
+    # Built once for each set of packs and files (rulecache): what the build adds to `problems`
+    # is cached with it, what came before (the config file's) is not.
+    from troubleshoot.engine import rulecache
+
+    # The shipped tables are read whatever the packs (team rules name shipped symptoms and Xids).
+    stamp = rulecache.key(packs, _files_read, also=[shipped / name for name in DATA_FILES])
+    cached = rulecache.load(packs, stamp)
+    if cached is not None:
+        cached.problems[:0] = problems
+        return cached
+    ruleset = _build(packs, load_taxonomy(shipped / TAXONOMY_FILE))
+    rulecache.save(packs, stamp, ruleset)
+    ruleset.problems[:0] = problems
+    return ruleset
+
+
+def _files_read(pack: Pack) -> list[Path]:
+    """Every file the build reads in one pack: its rule files and team symptom files."""
+    path = pack.path
+    if not path.exists():
+        return []
+    files = rule_files(path)
+    if pack.name != SHIPPED and path.is_dir():
+        files += sorted(path.rglob(TAXONOMY_FILE))
+    return files
+
+
+def _build(packs: list[Pack], taxonomy: dict[str, str]) -> RuleSet:
+    problems: list[Problem] = []
 
     # Team symptom ids first: a rule may use an id from any folder's symptoms.yaml.
     taxonomy = dict(taxonomy)

@@ -1,0 +1,151 @@
+"""The whole rule set kept across runs (engine.rulecache): the same rules as a build, built
+again whenever anything it was built from changes, and a planted cache file runs no code."""
+
+import marshal
+import os
+import pickle
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from troubleshoot.engine import rulecache, ruleset
+from troubleshoot.engine.ruleset import load_ruleset
+
+RULE = """\
+rules:
+- id: {id}
+  symptom: {symptom}
+  title: {title}
+  severity: error
+  match:
+    log: ['loss is nan']
+  explain: x
+  examples: {{match: ["loss is nan"], no_match: ["ok"]}}
+"""
+
+
+def cache_files() -> list[Path]:
+    folder = Path(os.environ["XDG_CACHE_HOME"]) / "troubleshoot" / "rulesets"
+    return sorted(folder.iterdir()) if folder.is_dir() else []
+
+
+@pytest.fixture
+def builds(monkeypatch):
+    """How many times the rule set was built rather than read from the cache."""
+    count = []
+    real = ruleset._build
+
+    def counting(*a, **k):
+        count.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(ruleset, "_build", counting)
+    return count
+
+
+def touch_later(path: Path) -> None:
+    """A new mtime whatever the clock's granularity (an edit within the same tick keeps it)."""
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 2_000_000_000))
+
+
+def test_the_cached_rule_set_is_the_one_built(rules_dir, builds):
+    d = rules_dir({"team.yaml": RULE.format(id="team-a", symptom="nan-loss", title="a"),
+                   "broken.yaml": "rules: [\n  {id: x\n"})
+    built = load_ruleset([d])
+    cached = load_ruleset([d])
+    assert len(builds) == 1 and len(cache_files()) == 1
+    assert cached.rules == built.rules and len(built.rules) > 300
+    assert (cached.taxonomy, cached.packs, cached.overridden, cached.disabled) == \
+           (built.taxonomy, built.packs, built.overridden, built.disabled)
+    assert [str(p) for p in cached.problems] == [str(p) for p in built.problems]
+    assert any("broken.yaml:" in str(p) for p in cached.problems)
+
+
+def test_every_change_to_what_it_was_built_from_builds_it_again(rules_dir, builds):
+    d = rules_dir({"team.yaml": RULE.format(id="team-a", symptom="nan-loss", title="first title")})
+    load_ruleset([d])
+    f = d / "team.yaml"
+    f.write_text(RULE.format(id="team-a", symptom="nan-loss", title="other title"))  # the same size
+    touch_later(f)
+    assert load_ruleset([d]).get("team-a").title == "other title"
+    (d / "more.yaml").write_text(RULE.format(id="team-b", symptom="team-symptom", title="b"))
+    assert load_ruleset([d]).get("team-b") is None  # an unknown symptom id: refused, with a problem
+    (d / "symptoms.yaml").write_text("symptoms:\n  team-symptom: a symptom of our own\n")
+    assert load_ruleset([d]).get("team-b") is not None
+    (d / "more.yaml").unlink()
+    assert load_ruleset([d]).get("team-b") is None
+    assert len(builds) == 5
+    load_ruleset([d])
+    assert len(builds) == 5  # nothing changed: read back
+    load_ruleset([d], include_shipped=False)
+    load_ruleset([])
+    assert len(builds) == 7 and len(cache_files()) == 3  # each set of packs has its own
+
+
+def test_changed_code_builds_it_again(rules_dir, builds, monkeypatch):
+    d = rules_dir({"team.yaml": RULE.format(id="team-a", symptom="nan-loss", title="a")})
+    load_ruleset([d])
+    real = rulecache.code_stamps
+    monkeypatch.setattr(rulecache, "code_stamps", lambda: real() + [("loader.py", (1, 2, 3))])
+    load_ruleset([d])
+    assert len(builds) == 2
+
+
+def test_the_config_files_problems_are_told_once(rules_dir, builds):
+    d = rules_dir({"team.yaml": RULE.format(id="team-a", symptom="nan-loss", title="a")})
+    config = Path(os.environ["XDG_CONFIG_HOME"]) / "troubleshoot" / "config.yaml"
+    config.parent.mkdir(parents=True)
+    config.write_text("rules: not-a-list\n")
+    first = [str(p) for p in load_ruleset([d]).problems]
+    again = [str(p) for p in load_ruleset([d]).problems]
+    assert len(builds) == 1 and again == first
+    assert sum("must be a list of folders" in p for p in again) == 1
+
+
+class Boom:
+    def __reduce__(self):
+        return (os.system, (f"touch {os.environ['XDG_CACHE_HOME']}/PWNED",))
+
+
+def test_a_planted_rule_set_runs_no_code(rules_dir):
+    """A cache file with the right stamp but a pickle that calls a function, or makes a class
+    from outside the rule model, is a missing cache: the rules are built, nothing runs."""
+    from troubleshoot import model
+
+    d = rules_dir({"team.yaml": RULE.format(id="team-a", symptom="nan-loss", title="a")})
+    load_ruleset([d])
+    (f,) = cache_files()
+    fmt, stamp, _ = marshal.loads(f.read_bytes())
+    for planted in (Boom(), model.compile_ascii, [Path("x"), pickle.PickleBuffer]):
+        f.write_bytes(marshal.dumps((fmt, stamp, pickle.dumps(planted))))
+        p = run_cli("rules", "list", "--rules", str(d))
+        assert p.returncode == 0 and b"team-a" in p.stdout and b"Traceback" not in p.stderr
+        assert not (Path(os.environ["XDG_CACHE_HOME"]) / "PWNED").exists()
+        f.write_bytes(marshal.dumps((fmt, stamp, pickle.dumps(planted))))
+        assert load_ruleset([d]).get("team-a") is not None
+    f.write_bytes(b"\x00garbage")
+    assert load_ruleset([d]).get("team-a") is not None
+
+
+def test_a_cache_others_can_write_is_not_read(rules_dir, builds):
+    d = rules_dir({"team.yaml": RULE.format(id="team-a", symptom="nan-loss", title="a")})
+    load_ruleset([d])
+    (f,) = cache_files()
+    os.chmod(f, 0o666)
+    load_ruleset([d])
+    assert len(builds) == 2
+
+
+def test_only_the_latest_rule_sets_are_kept(tmp_path, builds):
+    folders = []
+    for i in range(rulecache.KEEP + 3):
+        d = tmp_path / f"team-{i}"
+        d.mkdir()
+        (d / "team.yaml").write_text(RULE.format(id=f"team-{i}", symptom="nan-loss", title="a"))
+        folders.append(d)
+        load_ruleset([d], include_shipped=False)
+    assert len(cache_files()) == rulecache.KEEP
+    load_ruleset([folders[-1]], include_shipped=False)
+    assert len(builds) == rulecache.KEEP + 3  # the newest is still there
