@@ -44,6 +44,12 @@ def builds(monkeypatch):
     return count
 
 
+def warm(*args, **kw):
+    """A first run parses the files' YAML and keeps the rule set only from the second one."""
+    load_ruleset(*args, **kw)
+    return load_ruleset(*args, **kw)
+
+
 def touch_later(path: Path) -> None:
     """A new mtime whatever the clock's granularity (an edit within the same tick keeps it)."""
     st = path.stat()
@@ -53,9 +59,10 @@ def touch_later(path: Path) -> None:
 def test_the_cached_rule_set_is_the_one_built(rules_dir, builds):
     d = rules_dir({"team.yaml": RULE.format(id="team-a", symptom="nan-loss", title="a"),
                    "broken.yaml": "rules: [\n  {id: x\n"})
+    assert load_ruleset([d]) and cache_files() == []  # the first run: each file parsed, nothing more kept
     built = load_ruleset([d])
     cached = load_ruleset([d])
-    assert len(builds) == 1 and len(cache_files()) == 1
+    assert len(builds) == 2 and len(cache_files()) == 1
     assert cached.rules == built.rules and len(built.rules) > 300
     assert (cached.taxonomy, cached.packs, cached.overridden, cached.disabled) == \
            (built.taxonomy, built.packs, built.overridden, built.disabled)
@@ -65,32 +72,34 @@ def test_the_cached_rule_set_is_the_one_built(rules_dir, builds):
 
 def test_every_change_to_what_it_was_built_from_builds_it_again(rules_dir, builds):
     d = rules_dir({"team.yaml": RULE.format(id="team-a", symptom="nan-loss", title="first title")})
-    load_ruleset([d])
+    warm([d])
     f = d / "team.yaml"
     f.write_text(RULE.format(id="team-a", symptom="nan-loss", title="other title"))  # the same size
     touch_later(f)
-    assert load_ruleset([d]).get("team-a").title == "other title"
+    assert warm([d]).get("team-a").title == "other title"
     (d / "more.yaml").write_text(RULE.format(id="team-b", symptom="team-symptom", title="b"))
-    assert load_ruleset([d]).get("team-b") is None  # an unknown symptom id: refused, with a problem
+    assert warm([d]).get("team-b") is None  # an unknown symptom id: refused, with a problem
     (d / "symptoms.yaml").write_text("symptoms:\n  team-symptom: a symptom of our own\n")
-    assert load_ruleset([d]).get("team-b") is not None
+    assert warm([d]).get("team-b") is not None
     (d / "more.yaml").unlink()
-    assert load_ruleset([d]).get("team-b") is None
-    assert len(builds) == 5
-    load_ruleset([d])
-    assert len(builds) == 5  # nothing changed: read back
-    load_ruleset([d], include_shipped=False)
-    load_ruleset([])
-    assert len(builds) == 7 and len(cache_files()) == 3  # each set of packs has its own
+    assert load_ruleset([d]).get("team-b") is None  # nothing to parse: built once and kept
+    n = len(builds)
+    assert load_ruleset([d]).get("team-b") is None and load_ruleset([d]).get("team-a").title == "other title"
+    assert len(builds) == n  # nothing changed: read back
+    warm([d], include_shipped=False)
+    warm([])
+    assert len(builds) == n + 2 and len(cache_files()) == 3  # each set of packs has its own, read back the second time
 
 
 def test_changed_code_builds_it_again(rules_dir, builds, monkeypatch):
     d = rules_dir({"team.yaml": RULE.format(id="team-a", symptom="nan-loss", title="a")})
+    warm([d])
     load_ruleset([d])
+    assert len(builds) == 2
     real = rulecache.code_stamps
     monkeypatch.setattr(rulecache, "code_stamps", lambda: real() + [("loader.py", (1, 2, 3))])
     load_ruleset([d])
-    assert len(builds) == 2
+    assert len(builds) == 3
 
 
 def test_the_config_files_problems_are_told_once(rules_dir, builds):
@@ -98,9 +107,9 @@ def test_the_config_files_problems_are_told_once(rules_dir, builds):
     config = Path(os.environ["XDG_CONFIG_HOME"]) / "troubleshoot" / "config.yaml"
     config.parent.mkdir(parents=True)
     config.write_text("rules: not-a-list\n")
-    first = [str(p) for p in load_ruleset([d]).problems]
+    first = [str(p) for p in warm([d]).problems]
     again = [str(p) for p in load_ruleset([d]).problems]
-    assert len(builds) == 1 and again == first
+    assert len(builds) == 2 and again == first
     assert sum("must be a list of folders" in p for p in again) == 1
 
 
@@ -110,20 +119,23 @@ class Boom:
 
 
 def test_a_planted_rule_set_runs_no_code(rules_dir):
-    """A cache file with the right stamp but a pickle that calls a function, or makes a class
-    from outside the rule model, is a missing cache: the rules are built, nothing runs."""
-    from troubleshoot import model
-
+    """A cache file with the right stamp but a pickle, or tuples that are not a rule set (an
+    unknown class number, fields that do not fit, a tag it does not know), is a missing cache:
+    the rules are built, nothing runs, no traceback."""
     d = rules_dir({"team.yaml": RULE.format(id="team-a", symptom="nan-loss", title="a")})
-    load_ruleset([d])
+    warm([d])
     (f,) = cache_files()
-    fmt, stamp, _ = marshal.loads(f.read_bytes())
-    for planted in (Boom(), model.compile_ascii, [Path("x"), pickle.PickleBuffer]):
-        f.write_bytes(marshal.dumps((fmt, stamp, pickle.dumps(planted))))
+    fmt, stamp, data = marshal.loads(f.read_bytes())
+    assert data[0] == "D" and data[1] == 0  # a RuleSet, the first of the model's classes
+    planted = [pickle.dumps(Boom()), ("D", 10**6, ()), ("D", -1, ()), ("D", 0, ("too", "few")),
+               ("D", 1, ("pack", ("P", b"not text"))), ("X", "unknown"), ("D", 1, ("pack", ("P", "/x"))),
+               ("N", "not a number"), ("T", ("M", ((("L", ()), 1),)))]
+    for blob in planted:
+        f.write_bytes(marshal.dumps((fmt, stamp, blob)))
         p = run_cli("rules", "list", "--rules", str(d))
-        assert p.returncode == 0 and b"team-a" in p.stdout and b"Traceback" not in p.stderr
+        assert p.returncode == 0 and b"team-a" in p.stdout and b"Traceback" not in p.stderr, blob
         assert not (Path(os.environ["XDG_CACHE_HOME"]) / "PWNED").exists()
-        f.write_bytes(marshal.dumps((fmt, stamp, pickle.dumps(planted))))
+        f.write_bytes(marshal.dumps((fmt, stamp, blob)))
         assert load_ruleset([d]).get("team-a") is not None
     f.write_bytes(b"\x00garbage")
     assert load_ruleset([d]).get("team-a") is not None
@@ -131,11 +143,11 @@ def test_a_planted_rule_set_runs_no_code(rules_dir):
 
 def test_a_cache_others_can_write_is_not_read(rules_dir, builds):
     d = rules_dir({"team.yaml": RULE.format(id="team-a", symptom="nan-loss", title="a")})
-    load_ruleset([d])
+    warm([d])
     (f,) = cache_files()
     os.chmod(f, 0o666)
     load_ruleset([d])
-    assert len(builds) == 2
+    assert len(builds) == 3
 
 
 def test_only_the_latest_rule_sets_are_kept(tmp_path, builds):
@@ -145,7 +157,7 @@ def test_only_the_latest_rule_sets_are_kept(tmp_path, builds):
         d.mkdir()
         (d / "team.yaml").write_text(RULE.format(id=f"team-{i}", symptom="nan-loss", title="a"))
         folders.append(d)
-        load_ruleset([d], include_shipped=False)
+        warm([d], include_shipped=False)
     assert len(cache_files()) == rulecache.KEEP
     load_ruleset([folders[-1]], include_shipped=False)
-    assert len(builds) == rulecache.KEEP + 3  # the newest is still there
+    assert len(builds) == 2 * (rulecache.KEEP + 3)  # the newest is still there

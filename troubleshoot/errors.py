@@ -17,9 +17,6 @@ class Problem(TroubleshootError):
         self.level = level
         super().__init__(str(self))
 
-    def __reduce__(self):  # an exception pickles its args, here the message alone
-        return (type(self), (self.path, self.line, self.message, self.level))
-
     def __str__(self) -> str:
         where = f"{self.path}:{self.line}" if self.line else self.path
         prefix = "" if self.level == "error" else f"{self.level}: "

@@ -172,6 +172,9 @@ def _write_cache(cache: Path, stamp: tuple, kind: str, payload) -> None:
         pass  # a value marshal cannot hold only costs speed
 
 
+PARSED = 0  # YAML documents parsed in this process (not found in the cache)
+
+
 def document(path: Path, folder: str = "rules") -> tuple[str, Any]:
     """("ok", (encoded data, traps)) or ("problems", [(line, message)]): the YAML of a rule
     file (or a shipped table, cached in another `folder`), from the cache when the file has
@@ -187,6 +190,8 @@ def document(path: Path, folder: str = "rules") -> tuple[str, Any]:
     cached = _read_cache(cache, stamp)
     if cached is not None:
         return cached
+    global PARSED
+    PARSED += 1
     kind, payload = _parse_document(path, st.st_size)
     _write_cache(cache, stamp, kind, payload)
     return kind, payload

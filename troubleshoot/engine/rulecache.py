@@ -3,34 +3,28 @@
 result that changes only when a rule file, a shipped table or this code does.
 
 The key is everything the build reads: each pack's name and folder, the stamp (size, mtime,
-inode) of every file the loader would read in it, the shipped tables, the source files of the
-modules that build rules, and the interpreter. One cache file per set of packs and interpreter
-(two venvs, or a team folder given or not, do not overwrite each other's).
+ctime, inode) of every file the loader would read in it, the shipped tables, the source files
+of the modules that build rules and of RE2, and the interpreter. One cache file per set of
+packs and interpreter (two venvs, or a team folder given or not, do not overwrite each other's).
 
-The rule set is stored pickled, and read back with an unpickler that can make nothing but the
-rule model's own classes (the dataclasses of the modules below and pathlib paths): no function
-is ever called and no other class made, so a cache file, already trusted only when it is this
-user's and private (usercache), still cannot run code.
+The rule set is stored as marshal of plain tuples, like each file's YAML (loader), never as a
+pickle: reading it back makes instances of the rule model's own dataclasses (`model_classes`, by
+position) and sets only their declared fields, so a cache file, already trusted only when it is
+this user's and private (usercache), can neither run code nor change a class.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
-import io
 import marshal
 import os
-import pickle
 import sys
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Sequence
 
-FORMAT = 1
+FORMAT = 2
 KEEP = 8  # rule sets kept (sets of packs: with and without a team folder, per venv...)
-# The modules whose classes a rule set is made of, and whose code decides how rules are built.
-MODEL_MODULES = ("troubleshoot.model", "troubleshoot.errors", "troubleshoot.engine.conditions",
-                 "troubleshoot.engine.values", "troubleshoot.engine.ruleset")
-_PATHS = {("pathlib", "PosixPath"), ("pathlib", "PurePosixPath"), ("pathlib", "WindowsPath"),
-          ("pathlib", "PureWindowsPath")}
 
 
 def _stamp(path: Path) -> tuple | None:
@@ -38,7 +32,7 @@ def _stamp(path: Path) -> tuple | None:
         st = os.stat(path)
     except OSError:
         return None
-    return (st.st_size, st.st_mtime_ns, st.st_ino)
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
 
 
 def code_stamps() -> list:
@@ -46,7 +40,11 @@ def code_stamps() -> list:
     parser makes every cached rule set stale, even at the same version)."""
     engine = Path(__file__).resolve().parent
     files = sorted(engine.glob("*.py")) + [engine.parent / "model.py", engine.parent / "errors.py"]
-    return [(f.name, _stamp(f)) for f in files]
+    re2 = sys.modules.get("re2")  # `matches` regexes are checked by RE2 while rules build
+    for module in (re2, getattr(re2, "_re2", None)):
+        if getattr(module, "__file__", None):
+            files.append(Path(module.__file__))
+    return [(str(f), _stamp(f)) for f in files]
 
 
 def key(packs: Sequence, files_of, also: Sequence[Path] = ()) -> str:
@@ -54,9 +52,8 @@ def key(packs: Sequence, files_of, also: Sequence[Path] = ()) -> str:
     one; `also`, files it reads whatever the packs (the shipped taxonomy)."""
     from troubleshoot import __version__
 
-    re2 = sys.modules.get("re2")
-    parts: list = [FORMAT, __version__, sys.version, sys.executable, getattr(re2, "__version__", re2 is not None),
-                   code_stamps(), [(str(f), _stamp(f)) for f in also]]
+    parts: list = [FORMAT, __version__, sys.version, sys.executable, code_stamps(),
+                   [(str(f), _stamp(f)) for f in also]]
     for pack in packs:
         path = Path(pack.path)
         parts.append((pack.name, str(path), path.is_dir(), [(str(f), _stamp(f)) for f in files_of(pack)]))
@@ -70,39 +67,33 @@ def _cache_path(packs: Sequence) -> Path:
     return usercache.cache_dir("rulesets") / (hashlib.sha256(name.encode()).hexdigest()[:24] + ".cache")
 
 
-class _ModelUnpickler(pickle.Unpickler):
-    def find_class(self, module: str, name: str):
-        if (module, name) in _PATHS:
-            return super().find_class(module, name)
-        if module in MODEL_MODULES:
-            import importlib
-
-            obj = getattr(importlib.import_module(module), name, None)
-            if isinstance(obj, type) and obj.__module__ == module:
-                return obj
-        raise pickle.UnpicklingError(f"not part of a rule set: {module}.{name}")
-
-
 def load(packs: Sequence, stamp: str):
     """The cached rule set of these packs if it was built from exactly `stamp`, else None."""
     from troubleshoot import usercache
 
-    blob = usercache.read(_cache_path(packs))
+    path = _cache_path(packs)
+    blob = usercache.read(path)
     if not blob:
         return None
     try:
         fmt, saved, data = marshal.loads(blob)
     except (ValueError, EOFError, TypeError):
         return None
-    if fmt != FORMAT or saved != stamp or not isinstance(data, bytes):
+    if fmt != FORMAT or saved != stamp:
         return None
     from troubleshoot.engine.ruleset import RuleSet
 
     try:
-        found = _ModelUnpickler(io.BytesIO(data)).load()
-    except Exception:  # pickle's errors vary; a damaged cache is a missing one
+        found = _Decoder().decode(data)
+    except (ValueError, TypeError, IndexError, KeyError, RecursionError):  # a damaged cache is a missing one
         return None
-    return found if isinstance(found, RuleSet) else None
+    if not isinstance(found, RuleSet):
+        return None
+    try:
+        os.utime(path)  # in use: the last to be pruned
+    except OSError:
+        pass
+    return found
 
 
 def save(packs: Sequence, stamp: str, ruleset) -> None:
@@ -110,23 +101,131 @@ def save(packs: Sequence, stamp: str, ruleset) -> None:
     from troubleshoot import usercache
 
     try:
-        data = pickle.dumps(ruleset, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception:
+        data = marshal.dumps((FORMAT, stamp, _encode(ruleset)))
+    except (TypeError, ValueError, RecursionError):  # something the codec does not know: not kept
         return
     path = _cache_path(packs)
-    usercache.write(path, marshal.dumps((FORMAT, stamp, data)))
+    usercache.write(path, data)
     _prune(path.parent, keep=path)
 
 
 def _prune(folder: Path, keep: Path) -> None:
     """At most KEEP rule sets (each 0.7 MB), the least recently written going first: a script
     that passes a new temporary rule folder each run must not fill the disk."""
+    found = []
     try:
-        found = [(f.stat().st_mtime_ns, f) for f in folder.glob("*.cache") if f != keep]
+        names = list(folder.glob("*.cache"))
     except OSError:
         return
+    for f in names:
+        try:
+            if f != keep:
+                found.append((f.stat().st_mtime_ns, f))
+        except OSError:  # pruned by another run meanwhile
+            pass
     for _, f in sorted(found, reverse=True)[KEEP - 1:]:
         try:
             f.unlink()
         except OSError:
             pass
+
+
+# ------------------------------------------------------------------ the codec
+
+def model_classes() -> tuple[type, ...]:
+    """The dataclasses a rule set is made of; a cache names each by its position here."""
+    from troubleshoot import model
+    from troubleshoot.engine import conditions, ruleset
+
+    return (ruleset.RuleSet, ruleset.Pack, model.Rule, model.Origin, model.LogPattern, model.Condition,
+            model.ContextNote, model.FixRef, model.Examples, conditions.Lit, conditions.ListLit, conditions.Path,
+            conditions.BinOp, conditions.Not, conditions.Neg, conditions.Call, conditions.Quant)
+
+
+def _encode(ruleset) -> tuple:
+    return _Encoder().encode(ruleset)
+
+
+class _Encoder:
+    """Plain values as themselves; everything else a tuple whose first item says what it is."""
+
+    def __init__(self):
+        from troubleshoot.engine.conditions import NumLit
+        from troubleshoot.engine.values import Version
+        from troubleshoot.errors import Problem
+
+        classes = model_classes()
+        self.dataclass = {c: (i, tuple(f.name for f in dataclasses.fields(c))) for i, c in enumerate(classes)}
+        self.NumLit, self.Version, self.Problem = NumLit, Version, Problem
+
+    def encode(self, obj):
+        kind = type(obj)
+        if kind is str or kind is int or kind is float or kind is bool or obj is None:
+            return obj
+        enc = self.encode
+        known = self.dataclass.get(kind)
+        if known is not None:
+            return ("D", known[0], tuple([enc(getattr(obj, name)) for name in known[1]]))
+        if kind is tuple:
+            return ("T", tuple([enc(x) for x in obj]))
+        if kind is list:
+            return ("L", tuple([enc(x) for x in obj]))
+        if kind is dict:
+            return ("M", tuple([(enc(k), enc(v)) for k, v in obj.items()]))
+        if kind is self.NumLit:
+            return ("N", obj.text)
+        if kind is self.Version:
+            return ("V", tuple(obj.parts), obj.text)
+        if kind is self.Problem:
+            return ("E", obj.path, obj.line, obj.message, obj.level)
+        if isinstance(obj, PurePath):
+            return ("P", str(obj))
+        raise TypeError(f"a rule set does not hold {kind.__name__}")
+
+
+class _Decoder:
+    def __init__(self):
+        self.classes = model_classes()
+        self.fields = [tuple(f.name for f in dataclasses.fields(c)) for c in self.classes]
+
+    def decode(self, v):
+        if type(v) is not tuple:
+            if v is None or type(v) in (str, int, float, bool):
+                return v
+            raise TypeError("not a rule set")
+        tag = v[0]
+        dec = self.decode
+        if tag == "T":
+            return tuple(dec(x) for x in v[1])
+        if tag == "D":
+            index, values = v[1], v[2]
+            if type(index) is not int or index < 0:
+                raise ValueError("not a rule set")
+            cls, names = self.classes[index], self.fields[index]
+            if len(values) != len(names):
+                raise ValueError("not a rule set")
+            obj = object.__new__(cls)
+            for name, value in zip(names, values):
+                object.__setattr__(obj, name, dec(value))  # frozen dataclasses too, as their __init__ does
+            return obj
+        if tag == "L":
+            return [dec(x) for x in v[1]]
+        if tag == "M":
+            return {dec(k): dec(x) for k, x in v[1]}
+        return self._other(v)
+
+    def _other(self, v):
+        from troubleshoot.engine.conditions import NumLit
+        from troubleshoot.engine.values import Version
+        from troubleshoot.errors import Problem
+
+        tag = v[0]
+        if tag == "N" and type(v[1]) is str:
+            return NumLit(v[1])
+        if tag == "V" and all(type(p) is int for p in v[1]) and type(v[2]) is str:
+            return Version(tuple(v[1]), v[2])
+        if tag == "E":
+            return Problem(str(v[1]), v[2] if type(v[2]) is int else None, str(v[3]), str(v[4]))
+        if tag == "P" and type(v[1]) is str:
+            return Path(v[1])
+        raise ValueError("not a rule set")

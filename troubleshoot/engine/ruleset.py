@@ -128,8 +128,15 @@ def load_ruleset(extra_dirs: list[str | Path] = (), include_shipped: bool = True
     if cached is not None:
         cached.problems[:0] = problems
         return cached
+    from troubleshoot.engine import loader
+
+    parsed = loader.PARSED
     ruleset = _build(packs, load_taxonomy(shipped / TAXONOMY_FILE))
-    rulecache.save(packs, stamp, ruleset)
+    if loader.PARSED == parsed:
+        # Kept only once every file's YAML came from its cache: a first run (a new machine, an
+        # edited file) already pays for parsing, and most runs right after an edit are the
+        # user's next edit's.
+        rulecache.save(packs, stamp, ruleset)
     ruleset.problems[:0] = problems
     return ruleset
 
