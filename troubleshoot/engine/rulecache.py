@@ -49,7 +49,7 @@ def code_stamps() -> list:
 
 def key(packs: Sequence, files_of, also: Sequence[Path] = ()) -> str:
     """What the build of `packs` reads: `files_of(pack)` lists the files the loader reads in
-    one; `also`, files it reads whatever the packs (the shipped taxonomy)."""
+    one; `also`, files it reads whatever the packs (the shipped tables)."""
     from troubleshoot import __version__
 
     parts: list = [FORMAT, __version__, sys.version, sys.executable, code_stamps(),
@@ -110,7 +110,7 @@ def save(packs: Sequence, stamp: str, ruleset) -> None:
 
 
 def _prune(folder: Path, keep: Path) -> None:
-    """At most KEEP rule sets (each 0.7 MB), the least recently written going first: a script
+    """At most KEEP rule sets (each 0.7 MB), the least recently used going first: a script
     that passes a new temporary rule folder each run must not fill the disk."""
     found = []
     try:
