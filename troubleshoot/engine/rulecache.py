@@ -146,17 +146,26 @@ def _encode(ruleset) -> tuple:
     return _Encoder().encode(ruleset)
 
 
-class _Encoder:
-    """Plain values as themselves; everything else a tuple whose first item says what it is."""
+class _Codec:
+    """The classes both directions know: the model's dataclasses by position, with their field
+    names, and the few other values a rule set holds."""
 
     def __init__(self):
         from troubleshoot.engine.conditions import NumLit
         from troubleshoot.engine.values import Version
         from troubleshoot.errors import Problem
 
-        classes = model_classes()
-        self.dataclass = {c: (i, tuple(f.name for f in dataclasses.fields(c))) for i, c in enumerate(classes)}
+        self.classes = model_classes()
+        self.fields = [tuple(f.name for f in dataclasses.fields(c)) for c in self.classes]
         self.NumLit, self.Version, self.Problem = NumLit, Version, Problem
+
+
+class _Encoder(_Codec):
+    """Plain values as themselves; everything else a tuple whose first item says what it is."""
+
+    def __init__(self):
+        super().__init__()
+        self.dataclass = {c: (i, self.fields[i]) for i, c in enumerate(self.classes)}
 
     def encode(self, obj):
         kind = type(obj)
@@ -183,11 +192,7 @@ class _Encoder:
         raise TypeError(f"a rule set does not hold {kind.__name__}")
 
 
-class _Decoder:
-    def __init__(self):
-        self.classes = model_classes()
-        self.fields = [tuple(f.name for f in dataclasses.fields(c)) for c in self.classes]
-
+class _Decoder(_Codec):
     def decode(self, v):
         if type(v) is not tuple:
             if v is None or type(v) in (str, int, float, bool):
@@ -215,17 +220,13 @@ class _Decoder:
         return self._other(v)
 
     def _other(self, v):
-        from troubleshoot.engine.conditions import NumLit
-        from troubleshoot.engine.values import Version
-        from troubleshoot.errors import Problem
-
         tag = v[0]
         if tag == "N" and type(v[1]) is str:
-            return NumLit(v[1])
+            return self.NumLit(v[1])
         if tag == "V" and all(type(p) is int for p in v[1]) and type(v[2]) is str:
-            return Version(tuple(v[1]), v[2])
+            return self.Version(tuple(v[1]), v[2])
         if tag == "E":
-            return Problem(str(v[1]), v[2] if type(v[2]) is int else None, str(v[3]), str(v[4]))
+            return self.Problem(str(v[1]), v[2] if type(v[2]) is int else None, str(v[3]), str(v[4]))
         if tag == "P" and type(v[1]) is str:
             return Path(v[1])
         raise ValueError("not a rule set")

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from troubleshoot.engine import conditions as _cond
+from troubleshoot.engine import loader, rulecache
 from troubleshoot.engine.loader import CHECKED, load_rule_file, load_taxonomy, load_team_symptoms
 from troubleshoot.errors import Problem
 from troubleshoot.model import Origin, Rule
@@ -120,16 +121,12 @@ def load_ruleset(extra_dirs: list[str | Path] = (), include_shipped: bool = True
 
     # Built once for each set of packs and files (rulecache): what the build adds to `problems`
     # is cached with it, what came before (the config file's) is not.
-    from troubleshoot.engine import rulecache
-
     # The shipped tables are read whatever the packs (team rules name shipped symptoms and Xids).
     stamp = rulecache.key(packs, _files_read, also=[shipped / name for name in DATA_FILES])
     cached = rulecache.load(packs, stamp)
     if cached is not None:
         cached.problems[:0] = problems
         return cached
-    from troubleshoot.engine import loader
-
     parsed = loader.PARSED
     ruleset = _build(packs, load_taxonomy(shipped / TAXONOMY_FILE))
     if loader.PARSED == parsed:

@@ -124,7 +124,7 @@ class BackgroundScan:
         try:
             from troubleshoot import pipeline
 
-            self.source
+            self.source  # made now, in this thread (see the property)
             self.ruleset = self._load()
             self.ready.set()
             # Every rule once on no input: what the diagnosis at the end parses and imports on
