@@ -182,10 +182,16 @@ def test_prefilter_forms_only_widen():
     assert prefilter_source(r"a|b") == r"a|b" and prefilter_source(r"x?") == r"x?"
     assert prefilter_source(r"(?:ab)+c") == r"abc" and prefilter_source(r"a{2,5}b{3}") == r"a{2}b{3}"
     assert prefilter_source(r"(a)x\1") == r"(a)x\1"  # a back-reference keeps its group
-    # A wide gap stays: hyperscan picks its own literal, and a part alone would match far more
-    # lines than the pattern (each a line to verify).
-    assert prefilter_source(r"(?i:nccl).*unhandled system error") == r"(?i:nccl).*unhandled system error"
-    assert prefilter_source(r"Channel \d+ : \d+ via SHM/") == r"Channel \d+ : \d+ via SHM/"
+    # Before an unbounded repeat that precedes a long literal, the pattern is dropped: hyperscan
+    # would run that prefix at each of its own short literals ("nccl", a hex digit).
+    assert prefilter_source(r"(?i:nccl).*unhandled system error") == r"unhandled system error"
+    assert prefilter_source(r"(?i)0/(?P<n>\d+) nodes:.*Insufficient nvidia\.com/gpu") == \
+        r"(?i)Insufficient nvidia\.com/gpu"
+    assert prefilter_source(r"[0-9a-f]{4}:\d: (?P<a>[\d.]+ Gb/s) available PCIe") == r" Gb/s available PCIe"
+    # Not when the longest literal comes first, is short, or a back-reference needs its group.
+    assert prefilter_source(r"NCCL INFO Channel \d+ : \d+ via P2P") == r"NCCL INFO Channel \d+ : \d+ via P2P"
+    assert prefilter_source(r"loss.*is nan") == r"loss.*is nan"
+    assert prefilter_source(r"(\w+) said.*then \1 said again") == r"(\w+) said.*then \1 said again"
 
 
 @pytest.mark.parametrize("pattern,text", [
