@@ -129,6 +129,14 @@ def test_fabric_manager_and_node_probes(tmp_path):
         "scontrol show": "NodeName=gpu-node-07 Arch=x86_64 CoresPerSocket=32\n   State=MIXED ThreadsPerCore=2\n",
     })
     ctx = ProbeContext(root=tmp_path, runner=runner, which=which, env={})
+    # Without slurmd running (nor a job's variables), scontrol is not asked: with no controller
+    # answering it would wait for seconds.
+    asked = []
+    idle = ProbeContext(root=tmp_path, runner=lambda argv, t: asked.append(argv) or runner(argv, t),
+                        which=which, env={})
+    assert services.node(idle)["slurm_node"] is None and not [a for a in asked if a[0] == "scontrol"]
+    (tmp_path / "proc/4242").mkdir()
+    (tmp_path / "proc/4242/comm").write_text("slurmd\n")
     fm = services.fabric_manager(ctx)
     assert fm["nvswitch_count"] == 4 and fm["version"] == "550.90.07" and fm["driver_version"] == "565.57.01"
     assert fm["version_matches"] is False and fm["state"] == "failed" and fm["active"] is False

@@ -3,6 +3,7 @@ GPUs open, and whether this machine is a Slurm or Kubernetes node (fixers drain 
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 
@@ -59,11 +60,27 @@ def fabric_manager(ctx: ProbeContext) -> dict:
     return out
 
 
+def _process_running(ctx: ProbeContext, name: str) -> bool:
+    """Whether a process whose command name is `name` runs (read from /proc under ctx.root)."""
+    try:
+        entries = [e for e in os.scandir(ctx.path("/proc")) if e.name.isdigit()]
+    except OSError:
+        return False
+    for e in entries:
+        comm = ctx.read(f"/proc/{e.name}/comm", limit=64)
+        if comm is not None and comm.strip() == name:
+            return True
+    return False
+
+
 def node(ctx: ProbeContext) -> dict:
     out: dict = {"available": True, "hostname": socket.gethostname()}
     out["gpu_services"] = {u: _unit_state(ctx, u) for u in GPU_SERVICES}
     slurm = None
-    if ctx.which("scontrol"):
+    # scontrol waits for its controller (4 s here) when none answers, as on a machine that only
+    # has Slurm's client installed; a Slurm node runs slurmd, and a job's step names its node.
+    if ctx.which("scontrol") and (ctx.env.get("SLURMD_NODENAME") or ctx.env.get("SLURM_JOB_ID")
+                                  or _process_running(ctx, "slurmd")):
         short = out["hostname"].split(".")[0]
         r = ctx.run(["scontrol", "show", "node", short], timeout=4)
         m = re.search(r"NodeName=(\S+)", r.stdout) if r.ok else None
