@@ -310,6 +310,8 @@ def from_rare_literal(source: str) -> str:
         return source
     head = _GLOBAL_FLAGS.match(source)
     prefix = head.group(0) if head else ""
+    if "x" in prefix:
+        return source  # verbose: spaces and `#` are not literal text
     try:
         elems = _flat(_elements(source[len(prefix):]) or [])
     except (ValueError, IndexError):
@@ -369,7 +371,7 @@ def _flags(single: bool) -> int:
 
 
 # Part of the cache key: bump it whenever prefilter_source changes what it makes of a pattern.
-FORMS_VERSION = 5
+FORMS_VERSION = 6
 
 
 @dataclass(frozen=True)

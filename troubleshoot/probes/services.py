@@ -63,7 +63,8 @@ def fabric_manager(ctx: ProbeContext) -> dict:
 def _process_running(ctx: ProbeContext, name: str) -> bool:
     """Whether a process whose command name is `name` runs (read from /proc under ctx.root)."""
     try:
-        entries = [e for e in os.scandir(ctx.path("/proc")) if e.name.isdigit()]
+        with os.scandir(ctx.path("/proc")) as it:
+            entries = [e for e in it if e.name.isdigit()]
     except OSError:
         return False
     for e in entries:
