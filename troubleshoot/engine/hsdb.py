@@ -248,22 +248,35 @@ def _back_reference(source: str) -> bool:
     return "(?P=" in source or re.search(r"\\[1-9]", source) is not None
 
 
-def trim_edges(source: str) -> str:
-    """The part of the pattern that every match contains, edges trimmed (see prefilter_source)."""
+def _concatenation(source: str) -> tuple[str, list] | None:
+    """(leading global flags, top-level elements) of a pattern that is a plain concatenation;
+    None when it is not (a top-level `|`, nothing, unbalanced) or when a back-reference needs
+    the group it names, so that no part of it may stand alone."""
     if _back_reference(source):
-        return source  # a back-reference needs the group it names
+        return None
     head = _GLOBAL_FLAGS.match(source)
     prefix = head.group(0) if head else ""
     try:
         elems = _elements(source[len(prefix):])
     except (ValueError, IndexError):
+        return None
+    return (prefix, elems) if elems else None
+
+
+def _join(prefix: str, elems: list) -> str:
+    return prefix + "".join(a + (q.group(0) if q else "") for a, q in elems)
+
+
+def trim_edges(source: str) -> str:
+    """The part of the pattern that every match contains, edges trimmed (see prefilter_source)."""
+    parsed = _concatenation(source)
+    if parsed is None:
         return source
-    if not elems:
-        return source
+    prefix, elems = parsed
     trimmed = _trim(_trim(elems, False), True)
     if not trimmed:
         return source  # only optional parts: hyperscan will refuse it, RE2 takes it
-    return prefix + "".join(a + (q.group(0) if q else "") for a, q in trimmed)
+    return _join(prefix, trimmed)
 
 
 # A literal at least this long is taken as rare enough to start a prefilter form on its own.
@@ -306,16 +319,10 @@ def from_rare_literal(source: str) -> str:
     nodes are available:.*Insufficient nvidia\.com/gpu`, a PCI address before `[\d.]+ Gb/s
     available PCIe bandwidth`) cost a third of the whole 600-pattern pass. What is kept still
     holds the long literal and everything after it, so the lines it proposes stay few."""
-    if _back_reference(source):
+    parsed = _concatenation(source)
+    if parsed is None or "x" in parsed[0]:  # verbose: spaces and `#` are not literal text
         return source
-    head = _GLOBAL_FLAGS.match(source)
-    prefix = head.group(0) if head else ""
-    if "x" in prefix:
-        return source  # verbose: spaces and `#` are not literal text
-    try:
-        elems = _flat(_elements(source[len(prefix):]) or [])
-    except (ValueError, IndexError):
-        return source
+    prefix, elems = parsed[0], _flat(parsed[1])
     best_len, best_at, run, run_at = 0, 0, 0, 0
     for k, (atom, q) in enumerate(elems):
         if _literal_char(atom, q):
@@ -338,7 +345,7 @@ def from_rare_literal(source: str) -> str:
     rest = elems[cut:]
     while rest and rest[0][0].startswith(_ZERO_WIDTH):
         rest = rest[1:]
-    return prefix + "".join(a + (q.group(0) if q else "") for a, q in rest)
+    return _join(prefix, rest)
 
 
 def _class_end(source: str, i: int) -> int:
