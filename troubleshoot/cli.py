@@ -7,7 +7,6 @@ unreadable input, and never shows a traceback for bad input.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from typing import Sequence
@@ -408,6 +407,8 @@ def cmd_tui(args) -> int:
 
 
 def cmd_probe(args) -> int:
+    import json
+
     from troubleshoot import pipeline, snapshot
     from troubleshoot.fleet.collect import hang_if_asked
 
@@ -494,6 +495,8 @@ def cmd_rules(args) -> int:
 
 
 def _rules_list(ruleset, fmt: str) -> int:
+    import json
+
     rows = []
     for r in sorted(ruleset.rules, key=lambda r: (r.symptom, r.id)):
         rows.append({"id": r.id, "symptom": r.symptom, "severity": r.severity, "title": r.title,
@@ -513,6 +516,8 @@ def _rules_list(ruleset, fmt: str) -> int:
 
 
 def _rules_symptoms(ruleset, fmt: str) -> int:
+    import json
+
     from troubleshoot.textsafe import terminal_safe
 
     rows = []
@@ -565,6 +570,8 @@ def _rules_show(ruleset, rule_id: str, args=None) -> int:
 
 def _param_lines(params: dict, indent: str) -> list[str]:
     """`name: value` per parameter; a multi-line text as an indented block, other values as JSON."""
+    import json
+
     out = []
     for k, v in params.items():
         if isinstance(v, str) and "\n" in v.strip():
@@ -576,6 +583,8 @@ def _param_lines(params: dict, indent: str) -> list[str]:
 
 
 def cmd_why(args, plugins=None) -> int:
+    import json
+
     from troubleshoot import pipeline
     from troubleshoot.engine.conditions import UNKNOWN
     from troubleshoot.textsafe import terminal_safe

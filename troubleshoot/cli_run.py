@@ -10,8 +10,12 @@ import os
 import sys
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from troubleshoot.errors import TroubleshootError
+
+if TYPE_CHECKING:
+    from troubleshoot.run.watch import Watcher
 
 PROG = "troubleshoot"
 
@@ -77,7 +81,6 @@ def cmd_run(args, plugins=None) -> int:
     # nothing), and that thread scans the log as the job writes it.
     from troubleshoot.run import wrapper
     from troubleshoot.run.follow import BackgroundScan
-    from troubleshoot.run.watch import Watcher
 
     closed = wrapper.std_fds()  # first: no file opened below may land on a closed fd 1 or 2
     cmd = args.cmd[1:] if args.cmd and args.cmd[0] == "--" else args.cmd
@@ -139,6 +142,8 @@ def cmd_run(args, plugins=None) -> int:
         nonlocal watcher
         scan.start()
         if not args.no_watch:
+            from troubleshoot.run.watch import Watcher  # the job has started: its import delays nothing
+
             watcher = Watcher(pid, args.interval, on_sample=live).start()
 
     def on_output(data: bytes) -> None:

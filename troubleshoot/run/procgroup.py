@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from troubleshoot.textsafe import terminal_safe
 
@@ -18,8 +18,7 @@ POLL = 0.02  # seconds between two looks at the group while it is being stopped
 CMDLINE_MAX = 200
 
 
-@dataclass(frozen=True)
-class Leftover:
+class Leftover(NamedTuple):  # not a dataclass: `dataclasses` (and `inspect`) would delay the job's start
     pid: int
     command: str
 

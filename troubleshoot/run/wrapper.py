@@ -25,7 +25,6 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-import pty
 import selectors
 import shutil
 import signal
@@ -33,9 +32,8 @@ import subprocess
 import sys
 import termios
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Callable, Sequence
+from typing import BinaryIO, Callable, NamedTuple, Sequence
 
 from troubleshoot import safeio
 from troubleshoot.errors import TroubleshootError
@@ -65,16 +63,17 @@ class ExecError(TroubleshootError):
         self.exit_code = exit_code
 
 
-@dataclass
-class RunResult:
+class RunResult(NamedTuple):
+    # Not a dataclass: importing `dataclasses` (and `inspect`, 10 ms) before the job starts
+    # would delay every job by that much.
     returncode: int
     signal: int | None
     seconds: float
     log_path: Path
     interrupted: bool
-    leftovers: list[Leftover] = field(default_factory=list)  # still in the job's group when it exited
+    leftovers: tuple[Leftover, ...] = ()  # still in the job's group when it exited
     killed: bool = False  # a leftover (or the job, after SIGTERM/SIGHUP) needed SIGKILL
-    holders: list[Leftover] = field(default_factory=list)  # outside the group, still holding the output
+    holders: tuple[Leftover, ...] = ()  # outside the group, still holding the output
 
 
 def _winsize(fd: int) -> bytes | None:
@@ -227,7 +226,7 @@ def run(argv: Sequence[str], log: BinaryIO, log_path: Path, on_output: Callable[
     child_fds, names = [], set()
     for target in (out_fd, err_fd):
         if use_pty:
-            master, slave = pty.openpty()
+            master, slave = os.openpty()
             # No output processing on the job's side: "\n" stays "\n" (our own terminal adds
             # the "\r"), so the bytes we pass on and log are exactly what the job wrote.
             attrs = termios.tcgetattr(slave)
@@ -345,7 +344,7 @@ def run(argv: Sequence[str], log: BinaryIO, log_path: Path, on_output: Callable[
         sig = -status if status < 0 else None
         result = RunResult(returncode=128 + sig if sig else status, signal=sig, seconds=time.monotonic() - started,
                            log_path=log_path, interrupted=interrupted or sig == signal.SIGINT,
-                           leftovers=leftovers, killed=killed, holders=holders)
+                           leftovers=tuple(leftovers), killed=killed, holders=tuple(holders))
     finally:
         for s, h in old.items():
             signal.signal(s, h)
