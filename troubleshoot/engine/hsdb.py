@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from troubleshoot import usercache
+from troubleshoot.engine.literals import required_literals
 
 try:  # wheels bundle the library on x86_64 Linux; everything works without it
     import hyperscan as _hs
@@ -62,10 +63,11 @@ def prefilter_source(source: str) -> str:
       any match of the pattern contains a match of the rest, and hyperscan, which reports every
       end of every match, then reports a line once or twice instead of once per digit.
     - what comes before an unbounded repeat is dropped when a long literal follows it (see
-      `from_rare_literal`).
+      `from_rare_literal`), and a leading word that most training-log lines hold when a rarer
+      literal follows it (see `past_common_words`).
     Widening can only add candidate lines, and the verifier decides each, so the database may
     scan raw bytes as they are."""
-    source = from_rare_literal(trim_edges(source))
+    source = past_common_words(from_rare_literal(trim_edges(source)))
     out: list[str] = []
     i, n = 0, len(source)
     while i < n:
@@ -348,6 +350,59 @@ def from_rare_literal(source: str) -> str:
     return _join(prefix, rest)
 
 
+# Words that most lines of a training log hold (metric names, log prefixes): as the literal a
+# prefilter form starts at, each makes hyperscan look further on nearly every line. Measured on
+# the benchmark's logs, `loss['"]?\s*[:=]\s*['"]?(nan|...)` ("loss" on two lines in three)
+# cost a fifth of the whole 600-pattern pass.
+COMMON_WORDS = frozenset({
+    "loss", "lr", "step", "steps", "epoch", "iter", "iteration", "grad", "norm", "grad_norm", "time",
+    "rank", "batch", "train", "eval", "INFO", "NCCL", "NCCL INFO", "WARNING",
+})
+
+
+def past_common_words(source: str) -> str:
+    r"""The pattern from just after its leading literal words when each is in COMMON_WORDS and
+    what follows still holds literals one of which every match must contain (none shorter
+    than three characters, none of them common); else the pattern as it is.
+
+    As in `from_rare_literal`, the rest of a concatenation is a superset of it: each line it
+    proposes is verified with the whole pattern. `loss['"]?\s*[:=]\s*['"]?(?P<value>nan|inf)`
+    becomes `[:=]\s*['"]?(?P<value>nan|inf)`, found where `nan` or `inf` follows a separator."""
+    parsed = _concatenation(source)
+    if parsed is None or "x" in parsed[0]:
+        return source
+    prefix, elems = parsed[0], _flat(parsed[1])
+    cut, k = 0, 0
+    while k < len(elems):
+        if not _literal_char(*elems[k]):
+            if elems[k][0] == r"\b" or (cut and k == cut and _literal_class(*elems[k])):
+                k += 1  # `\b`, `[ _-]` between words (`grad[ _-]norm`)
+                continue
+            break
+        run = k
+        while k < len(elems) and _literal_char(*elems[k]):
+            k += 1
+        word = "".join(a[-1] for a, _ in elems[run:k]).strip(" _-:=")
+        if word not in COMMON_WORDS:
+            break
+        cut = k
+    if cut == 0:
+        return source
+    rest = trim_edges(_join(prefix, elems[cut:]))
+    try:
+        found = required_literals(re.compile(rest))
+    except re.error:
+        return source
+    if not found or any(w.strip(" _-:=") in COMMON_WORDS for w in found):
+        return source
+    return rest
+
+
+def _literal_class(atom: str, q) -> bool:
+    """A class of separator characters, once (`[ _-]`)."""
+    return q is None and atom.startswith("[") and not atom.startswith("[^") and all(c in " _-:=" for c in atom[1:-1])
+
+
 def _class_end(source: str, i: int) -> int:
     """Index just after the character class that starts at source[i] == '['."""
     n = len(source)
@@ -378,7 +433,7 @@ def _flags(single: bool) -> int:
 
 
 # Part of the cache key: bump it whenever prefilter_source changes what it makes of a pattern.
-FORMS_VERSION = 6
+FORMS_VERSION = 7
 
 
 @dataclass(frozen=True)
