@@ -327,3 +327,44 @@ def test_a_log_coloured_throughout_then_plain_agrees_across_engines(chunk):
         assert finder.strip_all  # coloured throughout: whole chunks are stripped
         scanner._prepared(bytearray(b"step 1 ok\n" * 400), 4000, finder)
         assert not finder.strip_all
+
+
+def test_weak_context_patterns_wait_for_a_second_pass_over_a_file(tmp_path):
+    """A context pattern with no literal hyperscan can start at (nvidia-smi's process row) is
+    left out of the database when the log is a file, and looked for afterwards only where its
+    rule's own pattern matched: every engine still finds the same lines."""
+    mem = ScanPattern("smi", "log", r"\|\s*(?P<used>[1-9]\d{3,})MiB\s*/\s*(?P<total>\d+)MiB\s*\|")
+    row = ScanPattern("smi", "without_log", r"\|\s+\d+\s+(?:N/A\s+N/A\s+)?\d+\s+(?:C|G|C\+G|M|M\+C)\s+\S")
+    other_row = ScanPattern("other", "without_log", r"\|\s+\d+\s+\d+\s+C\s+\S")  # no log pattern: not deferred
+    pats = [OOM, mem, row, other_row]
+    noise = "".join(f"step {i} | {i}/100 | loss 0.{i % 97:02d}\n" for i in range(3000))
+    memory = "| 24%   63C    P2    72W / 250W |  11409MiB / 12207MiB |      0%      Default |\n"
+    process = "|    0     24817    C   python                                        11405MiB |\n"
+    cases = {"no process row": noise + memory + noise, "row after": noise + memory + noise + process,
+             "row before": process + noise + memory + noise, "no memory line": noise + process + noise}
+    for name, text in cases.items():
+        log = tmp_path / f"{name}.log"
+        log.write_text(text)
+        got = {}
+        for b in BACKENDS:
+            for defer in (True, False):
+                with open(log, "rb") as f:
+                    r = scanner.scan_stream(f, pats, backend=b, defer=defer)
+                got[b, defer] = {k: (g.count, g.first_line) for k, g in r.hits.items()}
+        full = got["re", False]
+        assert all(v == full for (b, defer), v in got.items() if not defer), (name, got)
+        # Deferred: the same, but for the context lines of a rule whose own pattern matched
+        # nothing (it cannot fire), which the second pass did not look for.
+        for (b, defer), v in got.items():
+            if defer:
+                cut = {k: h for k, h in full.items() if not (b == "hyperscan" and k == ("smi", "without_log")
+                                                              and ("smi", "log") not in full)}
+                assert v == cut, (name, b, v)
+        assert (("smi", "without_log") in full) == (name != "no process row"), name
+        assert (("other", "without_log") in full) == (name != "no process row"), name
+    if scanner.hyperscan_available():
+        with open(tmp_path / "row after.log", "rb") as f:
+            finder = scanner.make_candidates(pats, "hyperscan", None, scanner._deferrable(pats))
+        assert finder.deferred == {2}  # the process row of the rule with a log pattern only
+        # In memory (a pipe, a paste) there is no second pass: nothing is deferred.
+        assert scanner.make_candidates(pats, "hyperscan", None).deferred == frozenset()

@@ -302,7 +302,7 @@ def why(rule_id: str, log: str | None, rule_dirs: Sequence[str] = (), facts: Map
     if log is not None:
         stream, _ = open_log(log)
         try:
-            scan = scan_stream(stream, scan_patterns([rule]))
+            scan = scan_stream(stream, scan_patterns([rule]), defer=False)  # every part's lines, shown
         finally:
             if stream is not sys.stdin.buffer:
                 stream.close()

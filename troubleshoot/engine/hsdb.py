@@ -445,11 +445,13 @@ class Database:
     db: object
     rejected: frozenset[int]
     shared: dict[int, tuple[int, ...]]
+    deferred: frozenset[int] = frozenset()  # left out of `db`: see database(defer=...)
 
 
-def _key(sources: list[str], single: frozenset[int]) -> str:
+def _key(sources: list[str], single: frozenset[int], defer: tuple[tuple[int, ...], ...] = ()) -> str:
     h = hashlib.sha256()
     h.update(f"hs {getattr(_hs, '__version__', '?')} {os.uname().machine} forms {FORMS_VERSION}\n".encode())
+    h.update(repr(defer).encode())
     for i, s in enumerate(sources):
         h.update(b"1" if i in single else b"0")
         h.update(s.encode("utf-8", "surrogatepass"))
@@ -464,10 +466,24 @@ def _compile(forms: list[str], ids: list[int], single: frozenset[int]):
     return db
 
 
-def _build(sources: tuple[str, ...], single: frozenset[int]) -> Database | None:
+def weak(form: str) -> bool:
+    r"""True when no literal of three characters or more is in every match of the form: hyperscan
+    then runs it from every `|` or digit, or as an automaton over every byte (nvidia-smi's
+    process-row pattern, `\|\s+\d+\s+...`, cost a sixth of the whole pass)."""
+    try:
+        return required_literals(re.compile(form)) is None
+    except (re.error, RecursionError):
+        return False
+
+
+def _build(sources: tuple[str, ...], single: frozenset[int],
+           defer: tuple[tuple[int, ...], ...] = ()) -> Database | None:
     forms = [prefilter_source(s) for s in sources]
+    deferred = frozenset(i for unit in defer if all(weak(forms[i]) for i in unit) for i in unit)
     groups: dict[tuple[str, bool], list[int]] = {}
     for i, form in enumerate(forms):
+        if i in deferred:
+            continue
         groups.setdefault((form, i in single), []).append(i)
     shared = {members[0]: tuple(members) for members in groups.values()}
     ids = sorted(shared)
@@ -488,7 +504,7 @@ def _build(sources: tuple[str, ...], single: frozenset[int]) -> Database | None:
         except Exception:
             return None
     rejected_all = frozenset(j for i in rejected for j in shared.pop(i))
-    return Database(db, rejected_all, shared)
+    return Database(db, rejected_all, shared, deferred)
 
 
 def _load(blob: bytes) -> Database | None:
@@ -498,13 +514,14 @@ def _load(blob: bytes) -> Database | None:
         db = _hs.loadb(body, _hs.HS_MODE_BLOCK)
         db.scratch = _hs.Scratch(db)  # a loaded database comes without one
         shared = {int(k): tuple(v) for k, v in meta["shared"].items()}
-        return Database(db, frozenset(meta["rejected"]), shared)
+        return Database(db, frozenset(meta["rejected"]), shared, frozenset(meta.get("deferred", ())))
     except Exception:  # a damaged or foreign file: compile instead
         return None
 
 
 @functools.lru_cache(maxsize=8)
-def _database_cached(key: str, sources: tuple[str, ...], single: frozenset[int], compile_if_missing: bool):
+def _database_cached(key: str, sources: tuple[str, ...], single: frozenset[int], compile_if_missing: bool,
+                     defer: tuple[tuple[int, ...], ...] = ()):
     path = usercache.cache_dir("hyperscan") / f"{key}.hsdb"
     blob = usercache.read(path)
     if blob is not None:
@@ -513,7 +530,7 @@ def _database_cached(key: str, sources: tuple[str, ...], single: frozenset[int],
             return found
     if not compile_if_missing:
         return None
-    found = _build(sources, single)
+    found = _build(sources, single, defer)
     if found is not None:
         _save(path, found)
     return found
@@ -521,22 +538,26 @@ def _database_cached(key: str, sources: tuple[str, ...], single: frozenset[int],
 
 def _save(path: Path, found: Database) -> None:
     try:
-        meta = {"rejected": sorted(found.rejected), "shared": {str(k): v for k, v in found.shared.items()}}
+        meta = {"rejected": sorted(found.rejected), "shared": {str(k): v for k, v in found.shared.items()},
+                "deferred": sorted(found.deferred)}
         usercache.write(path, json.dumps(meta).encode() + b"\n" + _hs.dumpb(found.db))
     except Exception:
         pass  # a database hyperscan cannot serialise only costs the next run a compile
 
 
 def database(sources: list[str], compile_if_missing: bool = True,
-             single: frozenset[int] = frozenset()) -> Database | None:
+             single: frozenset[int] = frozenset(), defer: tuple[tuple[int, ...], ...] = ()) -> Database | None:
     """The database for the patterns `sources` (as RE2 reads them), or None when there is none
     to be had cheaply (not cached and `compile_if_missing` false) or hyperscan takes none of
     the patterns. Patterns whose index is in `single` report only their first match in each
-    scan. The prefilter forms are worked out on a cache miss only."""
+    scan. `defer`: units of patterns the caller can look for later, in a second pass, if it
+    needs them; a unit whose forms are all `weak` is left out of the database (`deferred`).
+    The prefilter forms are worked out on a cache miss only."""
     if _hs is None or not sources:
         return None
     single = frozenset(single)
-    return _database_cached(_key(sources, single), tuple(sources), single, compile_if_missing)
+    defer = tuple(tuple(sorted(u)) for u in sorted(defer))
+    return _database_cached(_key(sources, single, defer), tuple(sources), single, compile_if_missing, defer)
 
 
 def scratch(db):

@@ -245,6 +245,7 @@ class _Candidates:
     name = "abstract"
     zero_copy = False  # True: spans() takes the read buffer and an end, without a copy
     raw_ansi = False  # True: spans() takes the chunk with its escape sequences still in
+    deferred: frozenset[int] = frozenset()  # patterns left for a second pass (hyperscan only)
 
     def __init__(self, patterns: Sequence[ScanPattern]):
         self.patterns = patterns
@@ -442,7 +443,7 @@ def _stream_size(stream) -> int | None:
 
 
 def make_candidates(patterns: Sequence[ScanPattern], backend: str | None = None,
-                    size: int | None = None) -> _Candidates:
+                    size: int | None = None, defer: tuple[tuple[int, ...], ...] = ()) -> _Candidates:
     """The fastest candidate finder for these patterns: `backend` forces one ("hyperscan",
     "re2", "re"); by default hyperscan when its database is cached or the input is large
     enough to repay compiling it, else RE2, else the literal prefilter."""
@@ -454,7 +455,7 @@ def make_candidates(patterns: Sequence[ScanPattern], backend: str | None = None,
         want = backend == "hyperscan" or size is None or size >= HYPERSCAN_MIN_BYTES
         sources = [_re2_source(p) for p in patterns]
         single = frozenset(i for i, p in enumerate(patterns) if p.role != "log")
-        found = hsdb.database(sources, compile_if_missing=want, single=single)
+        found = hsdb.database(sources, compile_if_missing=want, single=single, defer=defer)
         if found is not None:
             rest = None
             if found.rejected:
@@ -496,6 +497,7 @@ class _HyperscanCandidates(_Candidates):
         self.single = single
         self.sources = sources
         self._context = None  # (database, subset index -> pattern index, ..., scratch), built when first needed
+        self.deferred = found.deferred  # not in the database: the caller looks for them afterwards
         self.expression = {i: e for e, members in found.shared.items() for i in members}
         self.dead: set[int] = set()  # expressions whose patterns are all retired: their reports are dropped
         self.strip_all = False  # strip whole chunks (see COLOURED_LINE_BYTES)
@@ -631,7 +633,7 @@ class _HyperscanCandidates(_Candidates):
         if self._context is None:
             from troubleshoot.engine import hsdb
 
-            order = sorted(self.single)
+            order = sorted(self.single - self.deferred)
             found = hsdb.database([self.sources[i] for i in order])
             if found is None:
                 self._context = (None, order, {}, None)
@@ -831,7 +833,7 @@ def _re2_finder(rx):
 def scan_stream(stream: BinaryIO, patterns: Sequence[ScanPattern], backend: str | None = None,
                 chunk_size: int = CHUNK_SIZE, cancel=None,
                 progress: Callable[[int], None] | None = None, threads: int | None = None,
-                fork: bool | None = None) -> ScanResult:
+                fork: bool | None = None, defer: bool = True) -> ScanResult:
     """Scan a binary stream once; return per (group, role) bounded hit records.
 
     `cancel` (anything with `is_set()`, e.g. a threading.Event) is checked before each chunk:
@@ -842,30 +844,62 @@ def scan_stream(stream: BinaryIO, patterns: Sequence[ScanPattern], backend: str 
     FORK_MIN_BYTES or more, read by a process that runs no other thread, is cut into one range
     per helper, each scanned by a forked process (scanproc); otherwise the helpers are threads
     that share hyperscan's pass over each chunk. `fork` True forks wherever the stream is a file
-    (tests), False never. Every helper has ended when this returns."""
+    (tests), False never. Every helper has ended when this returns. `defer` (a file only): the
+    context patterns hyperscan is slow at are looked for in a second pass, and only for rules
+    whose own patterns matched: the hits of a rule that cannot fire may lack its context lines
+    (`rules why`, which shows them, passes False)."""
     backend = backend or os.environ.get("TROUBLESHOOT_SCAN_ENGINE") or None
     size = _stream_size(stream)
     if size is None or size > STEADY_HEAP_BYTES:
         _steady_heap()
-    finder = make_candidates(patterns, backend, size)
+    span = file_span(stream)
+    # A file can be read again: context patterns hyperscan is slow at wait for a second pass,
+    # made only if their rule's own patterns matched (see _second_pass).
+    finder = make_candidates(patterns, backend, size, _deferrable(patterns) if defer and span is not None else ())
     finder.verifiers = _Verifiers(patterns, backend)
     if threads is None:
         threads = scanpool.scan_threads(size, PARALLEL_MIN_BYTES)
-    if threads and fork is not False and (fork or (size or 0) >= FORK_MIN_BYTES and scanproc.forkable()):
-        span = file_span(stream)
-        if span is not None:
-            found = _scan_forked(span, patterns, finder, threads + 1, chunk_size, cancel, progress)
-            if found is not None:
-                return found
-    hits: dict[tuple[str, str], GroupHits] = {}
-    pool = finder.pool(threads) if threads else None
-    try:
-        chunks = _Chunks(stream, chunk_size, progress)
-        line = _scan_chunks(chunks, finder, _checker(patterns, hits, finder), 1, cancel, pool)
-    finally:
-        if pool is not None:
-            pool.close()
-    return ScanResult(total_lines=line - 1, total_bytes=chunks.total, hits=hits, backend=finder.name)
+    found = None
+    if threads and span is not None and fork is not False and (fork or (size or 0) >= FORK_MIN_BYTES and
+                                                              scanproc.forkable()):
+        found = _scan_forked(span, patterns, finder, threads + 1, chunk_size, cancel, progress)
+    if found is None:
+        hits: dict[tuple[str, str], GroupHits] = {}
+        pool = finder.pool(threads) if threads else None
+        try:
+            chunks = _Chunks(stream, chunk_size, progress)
+            line = _scan_chunks(chunks, finder, _checker(patterns, hits, finder), 1, cancel, pool)
+        finally:
+            if pool is not None:
+                pool.close()
+        found = ScanResult(total_lines=line - 1, total_bytes=chunks.total, hits=hits, backend=finder.name)
+    if finder.deferred:
+        _second_pass(found, span, patterns, finder.deferred, chunk_size, cancel)
+    return found
+
+
+def _deferrable(patterns: Sequence[ScanPattern]) -> tuple[tuple[int, ...], ...]:
+    """The context patterns of each (group, role) whose group has patterns of its own: wanted
+    only when those matched, so they can wait for a second pass (hsdb.database(defer=...))."""
+    with_log = {p.group for p in patterns if p.role == "log"}
+    units: dict[tuple[str, str], list[int]] = {}
+    for i, p in enumerate(patterns):
+        if p.role != "log" and p.group in with_log:
+            units.setdefault((p.group, p.role), []).append(i)
+    return tuple(tuple(u) for u in units.values())
+
+
+def _second_pass(found: ScanResult, span: FileSpan, patterns: Sequence[ScanPattern], deferred: frozenset[int],
+                 chunk_size: int, cancel) -> None:
+    """The deferred context patterns whose group's own patterns matched, looked for over the
+    same bytes of the file: their hits are those a single pass would have made (a deferred unit
+    is a whole (group, role), which nothing else fills)."""
+    wanted = sorted(i for i in deferred if (patterns[i].group, "log") in found.hits)
+    if not wanted:
+        return
+    again = scan_stream(_FileRange(span.fd, span.at, span.at + found.total_bytes), [patterns[i] for i in wanted],
+                        chunk_size=chunk_size, cancel=cancel, threads=0)
+    found.hits.update(again.hits)
 
 
 # Below this many bytes a scan stays in one thread: starting workers would cost more than it saves.
