@@ -358,6 +358,7 @@ COMMON_WORDS = frozenset({
     "loss", "lr", "step", "steps", "epoch", "iter", "iteration", "grad", "norm", "grad_norm", "time",
     "rank", "batch", "train", "eval", "INFO", "NCCL", "NCCL INFO", "WARNING",
 })
+_SEPARATORS = " _-:="  # around and between those words (`loss: `, `grad_norm`, `grad-norm`)
 
 
 def past_common_words(source: str) -> str:
@@ -382,7 +383,7 @@ def past_common_words(source: str) -> str:
         run = k
         while k < len(elems) and _literal_char(*elems[k]):
             k += 1
-        word = "".join(a[-1] for a, _ in elems[run:k]).strip(" _-:=")
+        word = "".join(a[-1] for a, _ in elems[run:k]).strip(_SEPARATORS)
         if word not in COMMON_WORDS:
             break
         cut = k
@@ -393,14 +394,14 @@ def past_common_words(source: str) -> str:
         found = required_literals(re.compile(rest))
     except re.error:
         return source
-    if not found or any(w.strip(" _-:=") in COMMON_WORDS for w in found):
+    if not found or any(w.strip(_SEPARATORS) in COMMON_WORDS for w in found):
         return source
     return rest
 
 
 def _literal_class(atom: str, q) -> bool:
     """A class of separator characters, once (`[ _-]`)."""
-    return q is None and atom.startswith("[") and not atom.startswith("[^") and all(c in " _-:=" for c in atom[1:-1])
+    return q is None and atom.startswith("[") and not atom.startswith("[^") and all(c in _SEPARATORS for c in atom[1:-1])
 
 
 def _class_end(source: str, i: int) -> int:
