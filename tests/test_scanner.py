@@ -368,3 +368,22 @@ def test_weak_context_patterns_wait_for_a_second_pass_over_a_file(tmp_path):
         assert finder.deferred == {2}  # the process row of the rule with a log pattern only
         # In memory (a pipe, a paste) there is no second pass: nothing is deferred.
         assert scanner.make_candidates(pats, "hyperscan", None).deferred == frozenset()
+
+
+def test_hyperscan_databases_are_pruned_to_the_newest(tmp_path, monkeypatch):
+    if not scanner.hyperscan_available():
+        pytest.skip("hyperscan not installed")
+    from troubleshoot.engine import hsdb
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(hsdb, "KEEP", 3)
+    hsdb._database_cached.cache_clear()
+    folder = tmp_path / "troubleshoot" / "hyperscan"
+    for i in range(5):  # a rule folder edited five times: five rule sets, five databases
+        scan_text("CUDA out of memory\n", [OOM, ScanPattern("team", "log", f"team error {i}")], "hyperscan")
+        assert len(list(folder.glob("*.hsdb"))) == min(i + 1, 3)
+    hsdb._database_cached.cache_clear()
+    builds = []
+    monkeypatch.setattr(hsdb, "_build", lambda *a: builds.append(a) or None)
+    scan_text("x\n", [OOM, ScanPattern("team", "log", "team error 4")], "hyperscan")
+    assert builds == []  # the newest is still there

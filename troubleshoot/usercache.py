@@ -61,3 +61,25 @@ def write(path: Path, data: bytes) -> None:
         os.chmod(path, 0o600)
     except Exception:
         pass
+
+
+def prune(keep: Path, glob: str, most: int) -> None:
+    """At most `most` files matching `glob` beside `keep` (which stays), the least recently
+    used going first (a reader refreshes a file's mtime when it uses it): a script that passes
+    a new rule folder each run must not fill the disk. Never raises."""
+    found = []
+    try:
+        names = list(keep.parent.glob(glob))
+    except OSError:
+        return
+    for f in names:
+        try:
+            if f != keep:
+                found.append((f.stat().st_mtime_ns, f))
+        except OSError:  # pruned by another run meanwhile
+            pass
+    for _, f in sorted(found, reverse=True)[most - 1:]:
+        try:
+            f.unlink()
+        except OSError:
+            pass

@@ -433,6 +433,9 @@ def _flags(single: bool) -> int:
     return _hs.HS_FLAG_MULTILINE | (_hs.HS_FLAG_SINGLEMATCH if single else 0)
 
 
+# Databases kept (0.7 MB each for the shipped rules): a rule set scanned from files and from
+# pipes has two (see database(defer=...)), and rulecache keeps 8 rule sets.
+KEEP = 16
 # Part of the cache key: bump it whenever prefilter_source changes what it makes of a pattern.
 FORMS_VERSION = 7
 
@@ -528,6 +531,10 @@ def _database_cached(key: str, sources: tuple[str, ...], single: frozenset[int],
     if blob is not None:
         found = _load(blob)
         if found is not None:
+            try:
+                os.utime(path)  # in use: the last to be pruned
+            except OSError:
+                pass
             return found
     if not compile_if_missing:
         return None
@@ -542,6 +549,7 @@ def _save(path: Path, found: Database) -> None:
         meta = {"rejected": sorted(found.rejected), "shared": {str(k): v for k, v in found.shared.items()},
                 "deferred": sorted(found.deferred)}
         usercache.write(path, json.dumps(meta).encode() + b"\n" + _hs.dumpb(found.db))
+        usercache.prune(path, "*.hsdb", KEEP)
     except Exception:
         pass  # a database hyperscan cannot serialise only costs the next run a compile
 

@@ -106,28 +106,7 @@ def save(packs: Sequence, stamp: str, ruleset) -> None:
         return
     path = _cache_path(packs)
     usercache.write(path, data)
-    _prune(path.parent, keep=path)
-
-
-def _prune(folder: Path, keep: Path) -> None:
-    """At most KEEP rule sets (each 0.7 MB), the least recently used going first: a script
-    that passes a new temporary rule folder each run must not fill the disk."""
-    found = []
-    try:
-        names = list(folder.glob("*.cache"))
-    except OSError:
-        return
-    for f in names:
-        try:
-            if f != keep:
-                found.append((f.stat().st_mtime_ns, f))
-        except OSError:  # pruned by another run meanwhile
-            pass
-    for _, f in sorted(found, reverse=True)[KEEP - 1:]:
-        try:
-            f.unlink()
-        except OSError:
-            pass
+    usercache.prune(path, "*.cache", KEEP)  # each rule set is 0.7 MB
 
 
 # ------------------------------------------------------------------ the codec
