@@ -108,7 +108,7 @@ def test_each_parser_needs_one_of_its_needles():
         for parse, needles in paste.PARSERS:
             if parse(lines) is not None:
                 checked += 1
-                assert set(needles) & paste._needles_in(text), (parse.__name__, text[:200])
+                assert set(needles) & paste._needles_in(text, needles), (parse.__name__, text[:200])
     assert checked >= 10
 
 
@@ -117,7 +117,9 @@ def test_needles_found_in_one_pass_are_those_a_search_per_needle_finds(monkeypat
     needles as one `in` per needle, non-ASCII text, colour and a needle at the very start too."""
     import random
 
-    needles = tuple(dict.fromkeys(n for _, ns in paste.PARSERS + paste.monitor.CPU_PARSERS for n in ns))
+    from troubleshoot.paste import monitor
+
+    needles = tuple(dict.fromkeys(n for _, ns in paste.PARSERS + monitor.CPU_PARSERS for n in ns))
     rnd = random.Random(4)
     for trial in range(6):
         words = ["step 1 loss 0.2", "é漢字 \x1b[31mred\x1b[0m", "torch/utils/data", "GPU0 ", "x = y"]
@@ -127,9 +129,39 @@ def test_needles_found_in_one_pass_are_those_a_search_per_needle_finds(monkeypat
             text = "GPU 0: H100\n" + text
         assert len(text) >= paste.ONE_PASS_CHARS
         want = {n for n in needles if n in text or (n[0] == "\n" and text.startswith(n[1:]))}
-        assert paste._needles_in(text) == want
+        assert paste._needles_in(text, needles) == want
     monkeypatch.setattr(paste, "ONE_PASS_CHARS", 1 << 40)  # the search per needle, for comparison
-    assert paste._needles_in(text) == want
+    assert paste._needles_in(text, needles) == want
+
+
+def test_a_log_head_read_as_bytes_gives_what_its_text_gives():
+    """`read_head` looks for the needles in the raw bytes and decodes only when one may be there:
+    it must find every dump `read` finds in the decoded text, with colour codes inside a needle,
+    a needle at the very start behind an escape, invalid UTF-8 and heads past ONE_PASS_CHARS."""
+    import random
+
+    needles = paste._needles(paste.PARSERS)
+    dumps = [t for t in _dump_texts() if paste.read(t)]
+    assert len(dumps) >= 10
+    filler = ["step 1 loss 0.2", "é漢字 \x1b[31mred\x1b[0m", "torch/utils/data", "GPU0 ", "x = y"]
+    rnd = random.Random(7)
+    for trial in range(24):
+        dump = rnd.choice(dumps)
+        if trial % 3 == 1:  # colour inside every needle it holds: only the stripped text holds them
+            for n in needles:
+                if len(n.strip()) > 2 and n in dump:
+                    k = len(n) // 2
+                    dump = dump.replace(n, n[:k] + "\x1b[1m" + n[k:])
+        body = "\n".join(rnd.choice(filler) for _ in range(rnd.choice((3, 9000))))
+        text = (dump + "\n" + body) if trial % 2 else (body + "\n" + dump)
+        if trial % 4 == 3:
+            text = "\x1b[0m" + text.lstrip("\n")
+        raw = text.encode("utf-8") + (b"\xff\xfe broken" if trial % 5 == 0 else b"")
+        want = paste.read(raw.decode("utf-8", "replace"))
+        assert paste.read_head(raw) == want, trial
+        stripped = paste._ANSI.sub("", raw.decode("utf-8", "replace"))
+        assert paste._needles_in(stripped, needles) <= paste._needles_in_bytes(raw, needles), trial
+    assert paste.read_head(b"") == paste.Pasted() and not paste.read_head(b"step 1 loss 0.2\n" * 10000)
 
 
 def test_a_log_without_dumps_is_never_split_into_lines(monkeypatch):

@@ -202,7 +202,7 @@ def _read(src: LogSource, order: int, ruleset: RuleSet, patterns, tmp: str, canc
         if not logfiles.is_labelled(head):
             if src.node is None and src.path:
                 src = replace(src, node=logfiles.node_in(head))
-            pasted = paste.read(ahead[: paste.HEAD_BYTES].decode("utf-8", "replace"))
+            pasted = paste.read_head(ahead[: paste.HEAD_BYTES])
             del ahead  # the scan's read-ahead lets go of it once read (peak memory)
             return [_Unit(src, _scan(peeked, patterns, src.name, cancel, progress), order, pasted=pasted)]
         folder = tempfile.mkdtemp(dir=tmp)

@@ -600,23 +600,37 @@ class _HyperscanCandidates(_Candidates):
             end = find(b"\n", pos, stop)
             if end < 0:
                 end = stop
-            exprs: set[int] = set()
-            while k < n and _report_pos(chunk, reports[k] >> 20, stop) <= end:
-                exprs.add(reports[k] & 0xFFFFF)
-                k += 1
-            # Checked now, not when the reports came: verifying the lines before may have retired some.
-            live = _live(exprs, shared, retired) if exprs else []
-            if j < len(later) and _report_pos(chunk, later[j] >> 20, stop) <= end:
+            # A report belongs to this line when its match ends at or before the line's end (a
+            # match that ends just after the newline is the next line's: see _report_pos).
+            limit = end + 1 << 20
+            e = reports[k] & 0xFFFFF if k < n and reports[k] < limit else -1
+            k += e >= 0
+            if k < n and reports[k] < limit:  # more than one report: every expression once
+                exprs = {e} if e >= 0 else set()
+                while k < n and reports[k] < limit:
+                    exprs.add(reports[k] & 0xFFFFF)
+                    k += 1
+                # Checked now, not when the reports came: verifying the lines before may have retired some.
+                live = _live(exprs, shared, retired)
+            elif e >= 0:
+                exprs = (e,)
+                members = shared.get(e)
+                live = ([e] if e not in retired else []) if members is None else _live(exprs, shared, retired)
+            else:
+                exprs, live = (), []
+            if j < len(later) and later[j] < limit:
                 extra = set()
                 ctx_shared = self._context[2]
-                while j < len(later) and _report_pos(chunk, later[j] >> 20, stop) <= end:
-                    e = later[j] & 0xFFFFF
-                    extra.update(i for i in ctx_shared.get(e, (e,)) if i in pending and i not in retired)
+                while j < len(later) and later[j] < limit:
+                    c = later[j] & 0xFFFFF
+                    extra.update(i for i in ctx_shared.get(c, (c,)) if i in pending and i not in retired)
                     j += 1
                 if extra:
                     live = sorted(extra.union(live))
             if live:
                 yield start, end, live
+            if single.isdisjoint(exprs):
+                continue
             new = {i for e in exprs if e in single for i in shared.get(e, (e,)) if i not in retired and i not in pending}
             if new:  # reported here, still not confirmed: its other matches are looked for
                 for i in new:
@@ -766,19 +780,17 @@ def hyperscan_available() -> bool:
     return hsdb.available()
 
 
-class _Verifiers:
+class _Verifiers(dict):
     """Per-pattern verifiers, compiled on first use: a scan that never sees a candidate
     line for a pattern never compiles it."""
 
     def __init__(self, patterns: Sequence[ScanPattern], backend: str | None):
+        super().__init__()
         self.patterns = patterns
         self.backend = backend
-        self.cache: dict[int, object] = {}
 
-    def __getitem__(self, i: int):
-        v = self.cache.get(i)
-        if v is None:
-            v = self.cache[i] = _verifier(self.patterns[i], self.backend)
+    def __missing__(self, i: int):
+        v = self[i] = _verifier(self.patterns[i], self.backend)
         return v
 
 
@@ -1315,7 +1327,10 @@ def _verify_line(raw: bytes, idxs: Sequence[int] | None, patterns: Sequence[Scan
     the line alone, so a forked scanner can work it out and the parent apply it."""
     if raw.endswith(b"\r"):
         raw = raw[:-1]
-    segments = clean_line(raw)
+    if b"\x1b" in raw:
+        raw = ANSI_BYTES.sub(b"", raw)
+    text = raw.decode("utf-8", errors="replace")
+    segments = text.split("\r") if "\r" in text else (text,)  # clean_line's segments
     verifiers = finder.verifiers
     out = []
     for i in (list(finder.active) if idxs is None else idxs):
@@ -1328,7 +1343,10 @@ def _verify_line(raw: bytes, idxs: Sequence[int] | None, patterns: Sequence[Scan
             start, end, captures = found
             if where is not None and not where(captures):
                 continue
-            out.append((i, *_evidence(seg, start, end), captures))
+            if len(seg) > MAX_EVIDENCE_CHARS or seg[-1:].isspace() or seg[:1] == "\n":
+                out.append((i, *_evidence(seg, start, end), captures))
+            else:  # what _evidence keeps of a short segment without trailing blanks: all of it
+                out.append((i, seg, start, end, captures))
             break
     return out
 
@@ -1336,7 +1354,7 @@ def _verify_line(raw: bytes, idxs: Sequence[int] | None, patterns: Sequence[Scan
 def _apply(line: int, matches: list[tuple], patterns: Sequence[ScanPattern], hits: dict,
            finder: _Candidates) -> None:
     """Count one line's matches into `hits`, retiring what needs no more looking for."""
-    seen_groups: set[tuple[str, str]] = set()
+    seen_groups: set[tuple[str, str]] | None = None  # most lines match one pattern: no set for them
     for i, text, start, end, captures in matches:
         p = patterns[i]
         key = (p.group, p.role)
@@ -1346,10 +1364,13 @@ def _apply(line: int, matches: list[tuple], patterns: Sequence[ScanPattern], hit
         rec.patterns_hit.add(i)
         if p.role != "log":
             finder.retire(i)  # context patterns only need to be seen once
-        if key in seen_groups:
-            rec.capture(captures)
-            continue
-        seen_groups.add(key)
+        if len(matches) > 1:
+            if seen_groups is None:
+                seen_groups = set()
+            elif key in seen_groups:
+                rec.capture(captures)
+                continue
+            seen_groups.add(key)
         hit = LineHit(line, text, start, end)
         rec.add(hit, captures)
         if p.split is not None:

@@ -20,37 +20,60 @@ import re
 from dataclasses import dataclass, field
 from typing import BinaryIO, Mapping
 
-from troubleshoot.paste import dumps, monitor, nvsmi, runreport
-
 HEAD_BYTES = 4 << 20
 # Where merged facts keep, per fact path (lists as `[]`), the pasted line that showed it.
 LINES_KEY = "_pasted_lines"
+
+
+class _Parser:
+    """A parser named by its module and function, imported the first time it runs: most logs
+    hold no dump, and the parsers' modules (with their regexes) cost ~10 ms to import."""
+
+    __slots__ = ("module", "__name__", "_parse")
+
+    def __init__(self, module: str, name: str):
+        self.module, self.__name__, self._parse = module, name, None
+
+    def __call__(self, lines: list[str]):
+        if self._parse is None:
+            import importlib
+
+            self._parse = getattr(importlib.import_module(f"troubleshoot.paste.{self.module}"), self.__name__)
+        return self._parse(lines)
+
+    def __repr__(self) -> str:
+        return f"troubleshoot.paste.{self.module}.{self.__name__}"
+
+
+# The device-selection variables a pasted environment shows (dumps.environment reads them).
+PASTED_ENV = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
 # Each parser, with literal strings one of which its dump cannot lack (what its patterns require).
 # A log with none of them is never split into lines: most logs hold no dump, and these substring
 # searches cost ~25 ms of CPU per 4 MiB head where running every parser over its lines cost ~190 ms.
 # A needle that starts with "\n" must begin a line.
 PARSERS = (
-    (nvsmi.query, ("NVSMI LOG", "\nGPU ")),
-    (nvsmi.table, ("Driver Version:",)),
-    (nvsmi.topology, ("CPU Affinity",)),
-    (dumps.lsmod, ("nvidia", "nouveau")),  # every name in probes.kernel.MODULES holds one of them
-    (dumps.lspci, ("LnkSta", "Kernel driver in use")),
-    (dumps.ldconfig, ("=>",)),
-    (dumps.docker_info, ("Runtimes:",)),
+    (_Parser("nvsmi", "query"), ("NVSMI LOG", "\nGPU ")),
+    (_Parser("nvsmi", "table"), ("Driver Version:",)),
+    (_Parser("nvsmi", "topology"), ("CPU Affinity",)),
+    (_Parser("dumps", "lsmod"), ("nvidia", "nouveau")),  # every name in probes.kernel.MODULES holds one of them
+    (_Parser("dumps", "lspci"), ("LnkSta", "Kernel driver in use")),
+    (_Parser("dumps", "ldconfig"), ("=>",)),
+    (_Parser("dumps", "docker_info"), ("Runtimes:",)),
     # a listed package is its name then blanks ("torch   2.1.0+cu121"); "torch/" paths in tracebacks are not
-    (dumps.packages, ("torch ", "torch\t", "tensorflow ", "tensorflow\t", "tensorflow-gpu ", "jax ", "jaxlib ",
-                      "PyTorch version", "Nvidia driver version")),
-    (dumps.environment, tuple(f"{name}=" for name in dumps.PASTED_ENV)),
+    (_Parser("dumps", "packages"), ("torch ", "torch\t", "tensorflow ", "tensorflow\t", "tensorflow-gpu ", "jax ",
+                                    "jaxlib ", "PyTorch version", "Nvidia driver version")),
+    (_Parser("dumps", "environment"), tuple(f"{name}=" for name in PASTED_ENV)),
     # A `troubleshoot run --format json` report first: what the watcher measured wins over snapshots.
-    (runreport.report, ('"run":',)),
+    (_Parser("runreport", "report"), ('"run":',)),
     # GPU monitoring loops (troubleshoot.paste.monitor): their readings become run.* facts together;
     # the CPU-side dumps (monitor.CPU_PARSERS) are looked for only where one of these is found,
     # since no rule reads CPU state without GPU utilisation.
-    (monitor.dmon, ("Idx",)),  # the units line ("# Idx     W ...") dmon prints under its header
-    (monitor.query_csv, ("utilization.gpu",)),
-    (monitor.tables, ("Driver Version:",)),  # the table parser's needle: searched once for both
+    (_Parser("monitor", "dmon"), ("Idx",)),  # the units line ("# Idx     W ...") dmon prints under its header
+    (_Parser("monitor", "query_csv"), ("utilization.gpu",)),
+    (_Parser("monitor", "tables"), ("Driver Version:",)),  # the table parser's needle: searched once for both
 )
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_ANSI_BYTES = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 @dataclass
@@ -67,26 +90,33 @@ def read(text: str) -> Pasted:
     if "\x1b" in text:  # once over the text, not once per line: most logs have no colour
         text = _ANSI.sub("", text)
     out = Pasted()
-    present = _needles_in(text)  # every parser's needles, CPU_PARSERS' too: one pass over a long text
+    present = _needles_in(text, _needles(PARSERS))  # one pass over a long text
     wanted = [parse for parse, needles in PARSERS if any(n in present for n in needles)]
     if not wanted:
         return out
     lines = [t.rstrip("\r") for t in text.split("\n")]
-    readings = monitor.Readings()
+    readings = []
     for parse in wanted:
         found = parse(lines)
         if found is None:
             continue
         if found.readings:
-            readings.extend(found.readings)
+            readings.append(found.readings)
         _add(out, found, lines)
-    if readings.gpu and "run" not in out.facts:
-        for parse, needles in monitor.CPU_PARSERS:
-            if any(n in present for n in needles):
-                readings.extend(parse(lines))
-    run = monitor.summarise(readings) if readings.gpu and "run" not in out.facts else None
-    if run is not None:  # a pasted run report, measured over the whole run, wins over snapshots
-        _add(out, run, lines)
+    if readings and "run" not in out.facts:
+        from troubleshoot.paste import monitor
+
+        r = monitor.Readings()
+        for more in readings:
+            r.extend(more)
+        if r.gpu:
+            cpu = _needles_in(text, _needles(monitor.CPU_PARSERS))
+            for parse, needles in monitor.CPU_PARSERS:
+                if any(n in cpu for n in needles):
+                    r.extend(parse(lines))
+            run = monitor.summarise(r)
+            if run is not None:  # a pasted run report, measured over the whole run, wins over snapshots
+                _add(out, run, lines)
     nv = out.facts.get("nvml")
     if nv and nv.get("driver_version") and not nv.get("cuda_driver_version"):
         cuda = cuda_of_driver(nv["driver_version"])
@@ -96,7 +126,16 @@ def read(text: str) -> Pasted:
     return out
 
 
-def _add(out: Pasted, found: dumps.Found, lines: list[str]) -> None:
+def read_head(head: bytes) -> Pasted:
+    """`read()` of a log's first bytes (HEAD_BYTES at most), decoded only when it may hold a
+    dump: most logs hold none, and their heads cost one pass over the bytes instead of a
+    decode, a strip of colour and a search of the text (~13 ms per 4 MiB)."""
+    if not _needles_in_bytes(head, _needles(PARSERS)):
+        return Pasted()
+    return read(head.decode("utf-8", "replace"))
+
+
+def _add(out: Pasted, found, lines: list[str]) -> None:
     for area, facts in found.facts.items():
         _merge_area(out.facts.setdefault(area, {}), facts)
     for path, i in found.lines.items():
@@ -107,9 +146,12 @@ def _add(out: Pasted, found: dumps.Found, lines: list[str]) -> None:
 ONE_PASS_CHARS = 64 << 10
 
 
-def _needles_in(text: str) -> set[str]:
-    """The parsers' needles that `text` holds (one starting with "\\n" also at its very start)."""
-    needles = tuple(dict.fromkeys(n for _, ns in PARSERS + monitor.CPU_PARSERS for n in ns))
+def _needles(table) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(n for _, ns in table for n in ns))
+
+
+def _needles_in(text: str, needles: tuple[str, ...]) -> set[str]:
+    """The `needles` that `text` holds (one starting with "\\n" also at its very start)."""
     found = None
     if len(text) >= ONE_PASS_CHARS:
         from troubleshoot.engine import hsdb
@@ -122,6 +164,38 @@ def _needles_in(text: str) -> set[str]:
     else:
         present = {needles[i] for i in found}
     present.update(n for n in needles if n[0] == "\n" and text.startswith(n[1:]))
+    return present
+
+
+def _needles_in_bytes(data: bytes, needles: tuple[str, ...]) -> set[str]:
+    """At least the `needles` that `read()` finds in the text of `data`. Decoding keeps every
+    ASCII byte (so every needle) as it is; stripping colour can make a needle only on a line
+    that holds an escape sequence, and those lines are searched stripped too."""
+    present = _needles_in_bytes_raw(data, needles)
+    if b"\x1b" in data:
+        coloured, find, rfind = [], data.find, data.rfind
+        pos = find(b"\x1b")
+        while pos >= 0:
+            stop = find(b"\n", pos)
+            stop = len(data) if stop < 0 else stop
+            coloured.append(data[rfind(b"\n", 0, pos) + 1 : stop])
+            pos = find(b"\x1b", stop)
+        # Each stripped line after a newline, as it is in the text (a needle may start with one).
+        present |= _needles_in_bytes_raw(b"\n" + _ANSI_BYTES.sub(b"", b"\n".join(coloured)), needles)
+    return present
+
+
+def _needles_in_bytes_raw(data: bytes, needles: tuple[str, ...]) -> set[str]:
+    found = None
+    if len(data) >= ONE_PASS_CHARS:
+        from troubleshoot.engine import hsdb
+
+        found = hsdb.literals_found(needles, data)
+    if found is None:
+        present = {n for n in needles if n.encode() in data}
+    else:
+        present = {needles[i] for i in found}
+    present.update(n for n in needles if n[0] == "\n" and data.startswith(n[1:].encode()))
     return present
 
 

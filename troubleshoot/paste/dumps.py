@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from troubleshoot.paste import PASTED_ENV
+
 # The probe modules these parsers reuse are imported by the parser that needs them: a log
 # without that dump (most logs) does not pay for loading the probe layer.
 
@@ -244,9 +246,8 @@ def packages(lines: list[str]) -> Found | None:
 
 # ------------------------------------------------------------------------ env (printenv, export, VAR=... cmd)
 
-# The device-selection variables rules read; a pasted `env | grep CUDA`, an `export` line or a
-# command run as `CUDA_VISIBLE_DEVICES=0 python train.py`, after an optional shell prompt.
-PASTED_ENV = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
+# The device-selection variables rules read (PASTED_ENV); a pasted `env | grep CUDA`, an `export`
+# line or a command run as `CUDA_VISIBLE_DEVICES=0 python train.py`, after an optional shell prompt.
 _ENV_LINE = re.compile(r"^(?:.*\S[$#]\s+|\$\s+)?(?:export\s+)?(?P<name>" + "|".join(PASTED_ENV) +
                        r")=(?P<value>\"[^\"]*\"|'[^']*'|[^\s;&|]*)")
 
