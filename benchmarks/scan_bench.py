@@ -247,7 +247,21 @@ def diagnose_cmd(log: Path) -> list[str]:
     return [sys.executable, "-m", "troubleshoot", "diagnose", "--no-probe", "--format", "json", "--log", str(log)]
 
 
+def _engine_env(engine: str, threads: str) -> dict[str, str]:
+    env = child_env(TROUBLESHOOT_SCAN_ENGINE=engine)
+    if threads == "threads":
+        env["TROUBLESHOOT_SCAN_FORK"] = "0"  # helpers are threads, never forked processes
+    elif threads:
+        env["TROUBLESHOOT_SCAN_THREADS"] = threads
+    return env
+
+
 def scan_table(logs: dict[str, Path], engines: list[str], runs: int, tmp: Path) -> list[str]:
+    """grep and each engine over each log, `runs` rounds after an untimed first run of each.
+    A round runs grep and then every engine back to back (the engines' order turns from round
+    to round), so that a machine whose speed drifts over a minute (a shared VM: a third between
+    identical runs) slows grep and troubleshoot alike instead of whichever ran in the slow
+    minute; each figure is still the median of its own runs."""
     pats = tmp / "patterns.ere"
     p = subprocess.run([sys.executable, "-m", "troubleshoot", "rules", "patterns"], capture_output=True, check=True)
     pats.write_bytes(p.stdout)
@@ -256,38 +270,40 @@ def scan_table(logs: dict[str, Path], engines: list[str], runs: int, tmp: Path) 
     counted: dict[tuple[Path, str], int] = {}
     rows = ["| log | engine | CPU s | wall s | MB/s (CPU) | × grep (CPU) | × grep (wall) | peak RSS | lines |",
             "|---|---|---|---|---|---|---|---|---|"]
+    grep_cmd = lambda log: ["grep", "-E", "-c", "-f", str(pats), str(log)]  # noqa: E731
     for kind, log in logs.items():
         mb = log.stat().st_size / 1e6
-        grep_runs = []
-        for _ in range(runs):
+        todo = [e for e in engines if available.get(e.partition(":")[0])]
+        envs = {e: _engine_env(e.partition(":")[0], e.partition(":")[2]) for e in todo}
+        timed_runs: dict[str, list[Run]] = {"grep": [], **{e: [] for e in todo}}
+        for e in todo:
+            measure(diagnose_cmd(log), env=envs[e])  # first run: compiles and caches what the engine caches
+        for r in range(runs):
             with open(tmp / "grep.out", "wb") as out:
-                r = measure(["grep", "-E", "-c", "-f", str(pats), str(log)], stdout=out, env=child_env(LC_ALL="C"))
-            if r.proc.returncode not in (0, 1):
-                raise SystemExit(f"grep failed: {r.proc.stderr.decode()[-300:]}")
-            grep_runs.append(r)
-        g_cpu = statistics.median(r.cpu for r in grep_runs)
-        g_wall = statistics.median(r.wall for r in grep_runs)
+                g = measure(grep_cmd(log), stdout=out, env=child_env(LC_ALL="C"))
+            if g.proc.returncode not in (0, 1):
+                raise SystemExit(f"grep failed: {g.proc.stderr.decode()[-300:]}")
+            timed_runs["grep"].append(g)
+            order = todo[r % len(todo):] + todo[: r % len(todo)] if todo else []
+            for e in order:
+                if e.partition(":")[0] == "re" and timed_runs[e]:
+                    continue  # the pure-Python engine: one run
+                with open(tmp / "ts.json", "wb") as out:
+                    t = measure(diagnose_cmd(log), stdout=out, env=envs[e])
+                if t.proc.returncode != 0:
+                    raise SystemExit(f"troubleshoot failed: {t.proc.stderr.decode()[-300:]}")
+                timed_runs[e].append(t)
+        g_cpu = statistics.median(r.cpu for r in timed_runs["grep"])
+        g_wall = statistics.median(r.wall for r in timed_runs["grep"])
         grep_lines = int((tmp / "grep.out").read_text().strip() or 0)
         rows.append(f"| {kind} {mb:.0f} MB | GNU grep -E -c (LC_ALL=C) | {g_cpu:.2f} | {g_wall:.2f} | {mb / g_cpu:.0f} "
                     f"| 1.00 | 1.00 | - | {grep_lines} |")
-        for engine in engines:
-            engine, _, threads = engine.partition(":")
+        for spec in engines:
+            engine, _, threads = spec.partition(":")
             if not available.get(engine):
                 rows.append(f"| {kind} {mb:.0f} MB | troubleshoot [{engine}] | not installed | | | | | | |")
                 continue
-            env = child_env(TROUBLESHOOT_SCAN_ENGINE=engine)
-            if threads == "threads":
-                env["TROUBLESHOOT_SCAN_FORK"] = "0"  # helpers are threads, never forked processes
-            elif threads:
-                env["TROUBLESHOOT_SCAN_THREADS"] = threads
-            measure(diagnose_cmd(log), env=env)  # first run: compiles and caches what the engine caches
-            ts = []
-            for _ in range(runs if engine != "re" else 1):
-                with open(tmp / "ts.json", "wb") as out:
-                    r = measure(diagnose_cmd(log), stdout=out, env=env)
-                if r.proc.returncode != 0:
-                    raise SystemExit(f"troubleshoot failed: {r.proc.stderr.decode()[-300:]}")
-                ts.append(r)
+            ts = timed_runs[spec]
             cpu = statistics.median(r.cpu for r in ts)
             wall = statistics.median(r.wall for r in ts)
             if (log, engine) not in counted:  # the same lines whatever the threads
@@ -301,8 +317,9 @@ def scan_table(logs: dict[str, Path], engines: list[str], runs: int, tmp: Path) 
                         f"| {mb / cpu:.0f} | {g_cpu / cpu:.2f} | {g_wall / wall:.2f} "
                         f"| {max(r.rss_kib for r in ts) / 1024:.0f} MB | {lines}{same} |")
     rows.append("")
-    rows.append(f"{n_patterns} patterns (`troubleshoot rules patterns`); medians of {runs} runs after a first "
-                "untimed one" + ("; ¹ the pure-Python engine: one run" if "re" in engines and runs > 1 else "") + ".")
+    rows.append(f"{n_patterns} patterns (`troubleshoot rules patterns`); medians of {runs} rounds after a first "
+                "untimed run, each round grep then every engine"
+                + ("; ¹ the pure-Python engine: one run" if "re" in engines and runs > 1 else "") + ".")
     return rows
 
 
