@@ -17,7 +17,8 @@ NCCL "via SHM" channel lines, as mixed-precision multi-GPU runs print them). The
     ($TROUBLESHOOT_SCAN_ENGINE = hyperscan, re2, re); hyperscan also with its helpers as
     threads instead of forked processes ($TROUBLESHOOT_SCAN_FORK=0) and in one thread
     ($TROUBLESHOOT_SCAN_THREADS=0); CPU seconds (user+sys, every thread and process) and wall
-    time, medians of --runs; throughput ratios against grep; matching lines found by each (the
+    time, medians of --runs rounds (grep, then every engine, in each); throughput ratios against
+    grep; matching lines found by each (the
     pure-Python `re` engine on --re-size-mb logs, with grep measured again on those);
   - peak RSS of `diagnose` at --rss-sizes (default 20, 200 and 1024 MB): of its largest process,
     and the peak sum of PSS over all its processes (the scan's forked ones included);
@@ -270,21 +271,21 @@ def scan_table(logs: dict[str, Path], engines: list[str], runs: int, tmp: Path) 
     counted: dict[tuple[Path, str], int] = {}
     rows = ["| log | engine | CPU s | wall s | MB/s (CPU) | × grep (CPU) | × grep (wall) | peak RSS | lines |",
             "|---|---|---|---|---|---|---|---|---|"]
-    grep_cmd = lambda log: ["grep", "-E", "-c", "-f", str(pats), str(log)]  # noqa: E731
     for kind, log in logs.items():
+        grep_cmd = ["grep", "-E", "-c", "-f", str(pats), str(log)]
         mb = log.stat().st_size / 1e6
         todo = [e for e in engines if available.get(e.partition(":")[0])]
         envs = {e: _engine_env(e.partition(":")[0], e.partition(":")[2]) for e in todo}
         timed_runs: dict[str, list[Run]] = {"grep": [], **{e: [] for e in todo}}
         for e in todo:
             measure(diagnose_cmd(log), env=envs[e])  # first run: compiles and caches what the engine caches
-        for r in range(runs):
+        for turn in range(runs):
             with open(tmp / "grep.out", "wb") as out:
-                g = measure(grep_cmd(log), stdout=out, env=child_env(LC_ALL="C"))
+                g = measure(grep_cmd, stdout=out, env=child_env(LC_ALL="C"))
             if g.proc.returncode not in (0, 1):
                 raise SystemExit(f"grep failed: {g.proc.stderr.decode()[-300:]}")
             timed_runs["grep"].append(g)
-            order = todo[r % len(todo):] + todo[: r % len(todo)] if todo else []
+            order = todo[turn % len(todo):] + todo[: turn % len(todo)] if todo else []
             for e in order:
                 if e.partition(":")[0] == "re" and timed_runs[e]:
                     continue  # the pure-Python engine: one run
