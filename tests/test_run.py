@@ -73,6 +73,33 @@ def test_output_is_byte_identical_and_exit_code_kept(tmp_path):
     assert sorted(log.read_bytes().splitlines()) == sorted((direct.stdout + direct.stderr).splitlines())
 
 
+# The pump polls its own wake-up fd only, never the job's pipes (see wrapper._Pump); the job
+# prints, goes quiet, then prints on both outputs, and every byte still comes through.
+NEVER_POLLED = r"""
+import selectors, sys
+from pathlib import Path
+from troubleshoot.run import wrapper
+polled = []
+register = selectors.PollSelector.register
+def spy(self, fileobj, events, data=None):
+    polled.append(fileobj)
+    return register(self, fileobj, events, data)
+selectors.PollSelector.register = spy
+path = Path(sys.argv[1])
+job = "import sys, time; print('a', flush=True); time.sleep(0.3); print('b'); print('c', file=sys.stderr)"
+with open(path, "wb") as log:
+    result = wrapper.run([sys.executable, "-c", job], log, path, use_pty=False)
+print(result.returncode, len(polled), sorted(path.read_bytes().split()))
+"""
+
+
+def test_the_jobs_pipes_are_read_without_being_polled(tmp_path):
+    p = subprocess.run([sys.executable, "-c", NEVER_POLLED, str(tmp_path / "job.log")], capture_output=True,
+                       cwd=REPO, timeout=60)
+    assert p.returncode == 0, p.stderr.decode()[-2000:]
+    assert p.stdout.splitlines()[-1] == b"0 1 [b'a', b'b', b'c']"  # one fd polled: the wake-up one
+
+
 def test_killed_job_exit_code_is_128_plus_signal(tmp_path):
     p = wrapped("--no-probe", "--no-watch", "--log-to", str(tmp_path / "l"), "--", sys.executable, "-c",
                 "import os, signal; print('bye', flush=True); os.kill(os.getpid(), signal.SIGKILL)")
