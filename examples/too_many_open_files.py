@@ -29,7 +29,7 @@ class Stuck(Exception):
 
 
 def _stuck(signum, frame):
-    raise Stuck("no batch for 20 s: a DataLoader worker stopped handing over descriptors (its errors are above)")
+    raise Stuck("still waiting after 30 s: a DataLoader worker stopped handing over descriptors (its errors are above)")
 
 
 if __name__ == "__main__":
@@ -37,9 +37,10 @@ if __name__ == "__main__":
     # process raising; the main process then waits for a batch that never comes. It raises instead.
     # Rarer still (1 run in 25 on a 2-core machine), the main process waits for the descriptor
     # itself, in a socket read with no timeout, while the worker prints the error in a loop: after
-    # 20 s a signal sent to the main thread (which alone is in that read) ends the wait.
+    # 30 s (the job ends in a few otherwise) a signal sent to the main thread, which alone is in that
+    # read, ends the wait.
     signal.signal(signal.SIGUSR1, _stuck)
-    watchdog = threading.Timer(20, signal.pthread_kill, (threading.main_thread().ident, signal.SIGUSR1))
+    watchdog = threading.Timer(30, signal.pthread_kill, (threading.main_thread().ident, signal.SIGUSR1))
     watchdog.daemon = True  # the job's normal end does not wait for it
     watchdog.start()
     loader = DataLoader(ManySmallTensors(), batch_size=None, num_workers=2, prefetch_factor=8, timeout=60)
