@@ -63,9 +63,17 @@ def write(path: Path, data: bytes) -> None:
         pass
 
 
+def used(path: Path) -> None:
+    """Mark a cache file as just used (its mtime), so that `prune` removes it last."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass
+
+
 def prune(keep: Path, glob: str, most: int) -> None:
     """At most `most` files matching `glob` beside `keep` (which stays), the least recently
-    used going first (a reader refreshes a file's mtime when it uses it): a script that passes
+    used going first (see `used`): a script that passes
     a new rule folder each run must not fill the disk. Never raises."""
     found = []
     try:

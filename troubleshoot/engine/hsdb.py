@@ -531,10 +531,7 @@ def _database_cached(key: str, sources: tuple[str, ...], single: frozenset[int],
     if blob is not None:
         found = _load(blob)
         if found is not None:
-            try:
-                os.utime(path)  # in use: the last to be pruned
-            except OSError:
-                pass
+            usercache.used(path)  # in use: the last to be pruned
             return found
     if not compile_if_missing:
         return None

@@ -89,10 +89,7 @@ def load(packs: Sequence, stamp: str):
         return None
     if not isinstance(found, RuleSet):
         return None
-    try:
-        os.utime(path)  # in use: the last to be pruned
-    except OSError:
-        pass
+    usercache.used(path)  # in use: the last to be pruned
     return found
 
 

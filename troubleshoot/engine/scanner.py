@@ -227,12 +227,12 @@ class ScanResult:
         return self.hits.get((group, role))
 
 
-def clean_line(raw: bytes) -> list[str]:
+def clean_line(raw: bytes) -> Sequence[str]:
     """Decode one raw line and split it into the segments that patterns see."""
     if b"\x1b" in raw:
         raw = ANSI_BYTES.sub(b"", raw)
     text = raw.decode("utf-8", errors="replace")
-    return text.split("\r")
+    return text.split("\r") if "\r" in text else (text,)
 
 
 class _Candidates:
@@ -614,8 +614,7 @@ class _HyperscanCandidates(_Candidates):
                 live = _live(exprs, shared, retired)
             elif e >= 0:
                 exprs = (e,)
-                members = shared.get(e)
-                live = ([e] if e not in retired else []) if members is None else _live(exprs, shared, retired)
+                live = _live(exprs, shared, retired)
             else:
                 exprs, live = (), []
             if j < len(later) and later[j] < limit:
@@ -1327,10 +1326,7 @@ def _verify_line(raw: bytes, idxs: Sequence[int] | None, patterns: Sequence[Scan
     the line alone, so a forked scanner can work it out and the parent apply it."""
     if raw.endswith(b"\r"):
         raw = raw[:-1]
-    if b"\x1b" in raw:
-        raw = ANSI_BYTES.sub(b"", raw)
-    text = raw.decode("utf-8", errors="replace")
-    segments = text.split("\r") if "\r" in text else (text,)  # clean_line's segments
+    segments = clean_line(raw)
     verifiers = finder.verifiers
     out = []
     for i in (list(finder.active) if idxs is None else idxs):
@@ -1343,10 +1339,7 @@ def _verify_line(raw: bytes, idxs: Sequence[int] | None, patterns: Sequence[Scan
             start, end, captures = found
             if where is not None and not where(captures):
                 continue
-            if len(seg) > MAX_EVIDENCE_CHARS or seg[-1:].isspace() or seg[:1] == "\n":
-                out.append((i, *_evidence(seg, start, end), captures))
-            else:  # what _evidence keeps of a short segment without trailing blanks: all of it
-                out.append((i, seg, start, end, captures))
+            out.append((i, *_evidence(seg, start, end), captures))
             break
     return out
 
@@ -1391,6 +1384,8 @@ def _add_part(rec: GroupHits, value: str, hit: LineHit, captures: dict) -> None:
 
 def _evidence(seg: str, start: int, end: int) -> tuple[str, int, int]:
     """The evidence kept of a matching segment: (text, start, end), at most MAX_EVIDENCE_CHARS."""
+    if len(seg) <= MAX_EVIDENCE_CHARS and not seg[-1:].isspace() and seg[:1] != "\n":
+        return seg, start, end  # most segments: nothing to cut or strip
     text = seg.strip("\n")
     if len(text) > MAX_EVIDENCE_CHARS:
         lo = max(0, min(start - 100, len(text) - MAX_EVIDENCE_CHARS))

@@ -73,7 +73,7 @@ PARSERS = (
     (_Parser("monitor", "tables"), ("Driver Version:",)),  # the table parser's needle: searched once for both
 )
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-_ANSI_BYTES = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
+_ANSI_BYTES = re.compile(_ANSI.pattern.encode())
 
 
 @dataclass
@@ -142,7 +142,7 @@ def _add(out: Pasted, found, lines: list[str]) -> None:
         out.lines.setdefault(path, (i + 1, lines[i].strip()))
 
 
-# Below this many characters a search per needle costs less than loading the database for all.
+# Below this many bytes a search per needle costs less than loading the database for all.
 ONE_PASS_CHARS = 64 << 10
 
 
@@ -152,46 +152,25 @@ def _needles(table) -> tuple[str, ...]:
 
 def _needles_in(text: str, needles: tuple[str, ...]) -> set[str]:
     """The `needles` that `text` holds (one starting with "\\n" also at its very start)."""
-    found = None
-    if len(text) >= ONE_PASS_CHARS:
-        from troubleshoot.engine import hsdb
-
-        # All needles are ASCII, and UTF-8 spells no other character with an ASCII byte: a
-        # needle is in the text exactly when its bytes are in the text's UTF-8.
-        found = hsdb.literals_found(needles, text.encode("utf-8", "surrogatepass"))
-    if found is None:  # a short text, or no hyperscan
-        present = {n for n in needles if n in text}
-    else:
-        present = {needles[i] for i in found}
-    present.update(n for n in needles if n[0] == "\n" and text.startswith(n[1:]))
-    return present
+    # All needles are ASCII, and UTF-8 spells no other character with an ASCII byte: a needle
+    # is in the text exactly when its bytes are in the text's UTF-8.
+    return _needles_in_raw(text.encode("utf-8", "surrogatepass"), needles)
 
 
 def _needles_in_bytes(data: bytes, needles: tuple[str, ...]) -> set[str]:
-    """At least the `needles` that `read()` finds in the text of `data`. Decoding keeps every
-    ASCII byte (so every needle) as it is; stripping colour can make a needle only on a line
-    that holds an escape sequence, and those lines are searched stripped too."""
-    present = _needles_in_bytes_raw(data, needles)
-    if b"\x1b" in data:
-        coloured, find, rfind = [], data.find, data.rfind
-        pos = find(b"\x1b")
-        while pos >= 0:
-            stop = find(b"\n", pos)
-            stop = len(data) if stop < 0 else stop
-            coloured.append(data[rfind(b"\n", 0, pos) + 1 : stop])
-            pos = find(b"\x1b", stop)
-        # Each stripped line after a newline, as it is in the text (a needle may start with one).
-        present |= _needles_in_bytes_raw(b"\n" + _ANSI_BYTES.sub(b"", b"\n".join(coloured)), needles)
-    return present
+    """The `needles` that `read()` finds in the text of `data`: decoding keeps every ASCII byte
+    (so every needle and every escape sequence) as it is, so stripping colour from the bytes
+    leaves the needles the stripped text holds."""
+    return _needles_in_raw(_ANSI_BYTES.sub(b"", data) if b"\x1b" in data else data, needles)
 
 
-def _needles_in_bytes_raw(data: bytes, needles: tuple[str, ...]) -> set[str]:
+def _needles_in_raw(data: bytes, needles: tuple[str, ...]) -> set[str]:
     found = None
-    if len(data) >= ONE_PASS_CHARS:
+    if len(data) >= ONE_PASS_CHARS:  # one pass for all needles (hyperscan), not one per needle
         from troubleshoot.engine import hsdb
 
         found = hsdb.literals_found(needles, data)
-    if found is None:
+    if found is None:  # a short text, or no hyperscan
         present = {n for n in needles if n.encode() in data}
     else:
         present = {needles[i] for i in found}

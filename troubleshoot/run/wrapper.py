@@ -186,7 +186,7 @@ class _Pump:
             got, woke = 0, False
             for key, _ in self.sel.select(timeout):
                 if key.fd == self.wake:
-                    woke = self._woken()
+                    woke = self._empty_wake()
                 else:
                     got += self._read(key.fd)
             return got, woke
@@ -196,16 +196,20 @@ class _Pump:
             before = len(self.open)
             got = sum(self._read(fd) for fd in list(self.open))
             if got or len(self.open) < before:
-                return got, bool(self.sel.select(0)) and self._woken()
+                return got, self._woken(0)
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
-                return 0, bool(self.sel.select(0)) and self._woken()
-            wait = left if not self.open else nap if left is None else min(nap, left)
-            if self.sel.select(wait):
-                return sum(self._read(fd) for fd in list(self.open)), self._woken()
+                return 0, self._woken(0)
+            if self._woken(left if not self.open else nap if left is None else min(nap, left)):
+                return sum(self._read(fd) for fd in list(self.open)), True
             nap = min(2 * nap, IDLE_MAX)
 
-    def _woken(self) -> bool:
+    def _woken(self, timeout: float | None) -> bool:
+        """Whether the wake-up fd fires within `timeout` (None: wait for it); emptied if so. For
+        pipes the selector holds that fd alone."""
+        return bool(self.sel.select(timeout)) and self._empty_wake()
+
+    def _empty_wake(self) -> bool:
         try:
             while os.read(self.wake, 512):
                 pass
