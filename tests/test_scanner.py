@@ -363,8 +363,7 @@ def test_weak_context_patterns_wait_for_a_second_pass_over_a_file(tmp_path):
         assert (("smi", "without_log") in full) == (name != "no process row"), name
         assert (("other", "without_log") in full) == (name != "no process row"), name
     if scanner.hyperscan_available():
-        with open(tmp_path / "row after.log", "rb") as f:
-            finder = scanner.make_candidates(pats, "hyperscan", None, scanner._deferrable(pats))
+        finder = scanner.make_candidates(pats, "hyperscan", None, scanner._deferrable(pats))
         assert finder.deferred == {2}  # the process row of the rule with a log pattern only
         # In memory (a pipe, a paste) there is no second pass: nothing is deferred.
         assert scanner.make_candidates(pats, "hyperscan", None).deferred == frozenset()
