@@ -158,10 +158,22 @@ def _needles_in(text: str, needles: tuple[str, ...]) -> set[str]:
 
 
 def _needles_in_bytes(data: bytes, needles: tuple[str, ...]) -> set[str]:
-    """The `needles` that `read()` finds in the text of `data`: decoding keeps every ASCII byte
-    (so every needle and every escape sequence) as it is, so stripping colour from the bytes
-    leaves the needles the stripped text holds."""
-    return _needles_in_raw(_ANSI_BYTES.sub(b"", data) if b"\x1b" in data else data, needles)
+    """At least the `needles` that `read()` finds in the text of `data`. Decoding keeps every
+    ASCII byte (so every needle) as it is; stripping colour can make a needle only on a line
+    that holds an escape sequence, so those lines alone are searched stripped too (a stripped
+    copy of the whole head would add 4 MiB to the peak memory of a coloured log's scan)."""
+    present = _needles_in_raw(data, needles)
+    if b"\x1b" in data:
+        coloured, find, rfind = [], data.find, data.rfind
+        pos = find(b"\x1b")
+        while pos >= 0:
+            stop = find(b"\n", pos)
+            stop = len(data) if stop < 0 else stop
+            coloured.append(data[rfind(b"\n", 0, pos) + 1 : stop])
+            pos = find(b"\x1b", stop)
+        # Each stripped line after a newline, as it is in the text (a needle may start with one).
+        present |= _needles_in_raw(b"\n" + _ANSI_BYTES.sub(b"", b"\n".join(coloured)), needles)
+    return present
 
 
 def _needles_in_raw(data: bytes, needles: tuple[str, ...]) -> set[str]:
