@@ -196,6 +196,17 @@ def timed(cmd: list[str], stdout=subprocess.DEVNULL, env=None, rss: bool = True)
     return time.perf_counter() - start, 0, proc
 
 
+def cached(path: Path) -> None:
+    """Read `path` once, so that the timed run after this finds all of it in the page cache. A
+    VM may page out file pages nobody touched for a minute (this one runs DAMON's pageout on
+    unmapped page cache: an idle 200 MB log was half gone 90 s after a scan), and whichever
+    command ran first after that paid for reading from disk."""
+    buf = bytearray(1 << 20)
+    with open(path, "rb", buffering=0) as f:
+        while f.readinto(buf):
+            pass
+
+
 def cpu_of(cmd: list[str], env=None) -> tuple[float, float]:
     """(wall, CPU seconds) of one run without a launcher (for start-up timings)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -280,6 +291,7 @@ def scan_table(logs: dict[str, Path], engines: list[str], runs: int, tmp: Path) 
         for e in todo:
             measure(diagnose_cmd(log), env=envs[e])  # first run: compiles and caches what the engine caches
         for turn in range(runs):
+            cached(log)
             with open(tmp / "grep.out", "wb") as out:
                 g = measure(grep_cmd, stdout=out, env=child_env(LC_ALL="C"))
             if g.proc.returncode not in (0, 1):
@@ -289,6 +301,7 @@ def scan_table(logs: dict[str, Path], engines: list[str], runs: int, tmp: Path) 
             for e in order:
                 if e.partition(":")[0] == "re" and timed_runs[e]:
                     continue  # the pure-Python engine: one run
+                cached(log)
                 with open(tmp / "ts.json", "wb") as out:
                     t = measure(diagnose_cmd(log), stdout=out, env=envs[e])
                 if t.proc.returncode != 0:
@@ -317,11 +330,23 @@ def scan_table(logs: dict[str, Path], engines: list[str], runs: int, tmp: Path) 
             rows.append(f"| {kind} {mb:.0f} MB | troubleshoot diagnose [{engine}]{note} | {cpu:.2f} | {wall:.2f} "
                         f"| {mb / cpu:.0f} | {g_cpu / cpu:.2f} | {g_wall / wall:.2f} "
                         f"| {max(r.rss_kib for r in ts) / 1024:.0f} MB | {lines}{same} |")
+        rows.append(_rounds(kind, timed_runs))
     rows.append("")
     rows.append(f"{n_patterns} patterns (`troubleshoot rules patterns`); medians of {runs} rounds after a first "
                 "untimed run, each round grep then every engine"
                 + ("; ¹ the pure-Python engine: one run" if "re" in engines and runs > 1 else "") + ".")
     return rows
+
+
+def _rounds(kind: str, timed_runs: dict[str, list[Run]]) -> str:
+    """Each engine's CPU ratio to grep round by round (its run against grep's run of the same
+    round), as a table row: how far the machine moved the medians above."""
+    grep = timed_runs["grep"]
+    out = []
+    for engine, ts in timed_runs.items():
+        if engine != "grep" and len(ts) > 1:
+            out.append(f"{engine} " + " / ".join(f"{g.cpu / t.cpu:.2f}" for g, t in zip(grep, ts)))
+    return f"| {kind}: × grep (CPU) round by round | {'; '.join(out)} | | | | | | | |"
 
 
 def _tree(pid: int) -> list[int]:
@@ -369,6 +394,7 @@ def rss_table(sizes: list[int]) -> list[str]:
     for size in sizes:
         log = data_log("quiet", size)
         measure(diagnose_cmd(log))
+        cached(log)
         r = measure(diagnose_cmd(log))
         pss = max(peak_pss(diagnose_cmd(log)) for _ in range(2))
         rows.append(f"| {size} MB | {r.rss_kib / 1024:.0f} MB | {pss / 1024:.0f} MB | {r.cpu:.2f} |")
