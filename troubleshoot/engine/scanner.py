@@ -31,7 +31,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import BinaryIO, Callable, Iterable, NamedTuple, Sequence
 
-from troubleshoot.engine import scanpool, scanproc
+from troubleshoot.engine import scanpool
 from troubleshoot.engine.literals import required_literals
 from troubleshoot.engine.values import parse_bytes
 
@@ -872,7 +872,7 @@ def scan_stream(stream: BinaryIO, patterns: Sequence[ScanPattern], backend: str 
         threads = scanpool.scan_threads(size, PARALLEL_MIN_BYTES)
     found = None
     if threads and span is not None and fork is not False and (fork or (size or 0) >= FORK_MIN_BYTES and
-                                                              scanproc.forkable()):
+                                                              _forkable()):
         found = _scan_forked(span, patterns, finder, threads + 1, chunk_size, cancel, progress)
     if found is None:
         hits: dict[tuple[str, str], GroupHits] = {}
@@ -887,6 +887,13 @@ def scan_stream(stream: BinaryIO, patterns: Sequence[ScanPattern], backend: str 
     if finder.deferred:
         _second_pass(found, span, patterns, finder.deferred, chunk_size, cancel)
     return found
+
+
+def _forkable() -> bool:
+    # scanproc brings pickle, select and signal (5 ms of a start): only a large file loads it.
+    from troubleshoot.engine import scanproc
+
+    return scanproc.forkable()
 
 
 def _deferrable(patterns: Sequence[ScanPattern]) -> tuple[tuple[int, ...], ...]:
@@ -1013,6 +1020,8 @@ def _scan_forked(span: FileSpan, patterns: Sequence[ScanPattern], finder: _Candi
     (scanproc), whose matches are then applied here in log order; the rest of the file (a last
     line without its newline, lines written meanwhile) and any range a child left are scanned
     here. None, with nothing read, when the file is too small to cut or a fork fails."""
+    from troubleshoot.engine import scanproc
+
     fd = span.fd
     cuts = _cuts(fd, span.at, parts, chunk_size)
     if cuts is None:
