@@ -35,8 +35,12 @@ CORPORA = sorted(p for p in (REPO / "tests" / "corpus").glob("*.yaml") if p.name
 # minor releases needing a newer driver.
 # independent-e (session 18, the input-pipeline family collected blind): 0.300 before any rule for it,
 # 0.600 after rules written from other threads (6/10, negatives 11/11); 3 of the 4 misses are prose only.
+# accelerator-heldout (logs of accelerators other than NVIDIA GPUs, and NVIDIA failures printed
+# through XLA, collected blind to the rules): 0.243 with no rule for the family (the near misses
+# only), 0.838 (31/37, negatives 2/2) with rules/accelerators.yaml, written from the vendors'
+# own sources and other threads; no pattern was fitted to its cases.
 THRESHOLDS = {"independent-c.yaml": (0.85, 0.95), "independent-d.yaml": (0.95, 0.95),
-              "independent-e.yaml": (0.6, 0.95)}
+              "independent-e.yaml": (0.6, 0.95), "accelerator-heldout.yaml": (0.83, 0.95)}
 
 
 @pytest.fixture(scope="module")
