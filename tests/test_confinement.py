@@ -242,7 +242,7 @@ def test_a_journal_target_outside_its_root_is_not_trusted(tmp_path):
         executor.undo(out.entry.id)
 
 
-def test_undo_without_id_takes_the_latest_by_time_not_by_id(tmp_path):
+def test_undo_without_id_takes_the_fix_written_last_not_the_highest_id(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     first = executor.apply(executor.prepare(Plan("zzz-first", "t", {}, (WriteFile(str(a), "a"),)))).entry
     second = executor.apply(executor.prepare(Plan("aaa-second", "t", {}, (WriteFile(str(b), "b"),)))).entry

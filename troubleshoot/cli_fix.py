@@ -8,8 +8,15 @@ import shlex
 import sys
 
 from troubleshoot.errors import TroubleshootError
+from troubleshoot.textsafe import terminal_safe
 
 PROG = "troubleshoot"
+
+
+def _say(line: str, err: bool = False) -> None:
+    """One line of output: paths, titles and file contents are data, so no control sequence
+    in them reaches the terminal (a file name can carry an OSC 52 clipboard write)."""
+    print(terminal_safe(line, keep_newlines=False), file=sys.stderr if err else sys.stdout)
 
 
 def add_parsers(sub, add_rules_arg) -> None:
@@ -37,7 +44,8 @@ def add_parsers(sub, add_rules_arg) -> None:
 
     u = sub.add_parser("undo", help="restore the files a fix changed (latest fix, or ID)")
     u.add_argument("id", nargs="?", metavar="ID",
-                   help="the fix to undo, as `troubleshoot history` lists it (default: the latest applied fix)")
+                   help="the fix to undo, as `troubleshoot history` lists it (default: the applied fix that wrote its "
+                        "files last)")
     u.add_argument("--yes", action="store_true", help="do not ask")
     u.add_argument("--force", action="store_true", help="restore even files that changed since the fix")
 
@@ -66,8 +74,6 @@ def cmd_fixers(args, plugins) -> int:
     if getattr(args, "format", "text") == "json":
         print(json.dumps({"schema": 1, "fixers": rows}, indent=2, default=str))
         return 0
-    from troubleshoot.textsafe import terminal_safe
-
     for r in rows:  # a plugin's words are data too
         params = " ".join(f"{p['name']}{'' if p['required'] else '?'}" for p in r["params"])
         print(terminal_safe(f"{r['id']:<28} {r['title']}" + (f"   [{params}]" if params else ""), keep_newlines=False))
@@ -80,7 +86,7 @@ def _snapshot(args, plugins, needed: bool) -> dict | None:
     if args.snapshot:
         loaded = snapshot.load(args.snapshot)
         for w in loaded.warnings:
-            print(f"{PROG}: warning: {w}", file=sys.stderr)
+            _say(f"{PROG}: warning: {w}", err=True)
         return loaded.facts
     if args.no_probe or not needed:
         return None
@@ -153,7 +159,6 @@ def cmd_fix(args, plugins) -> int:
         return 0
     if args.format == "text":
         from troubleshoot.report.mdtext import to_plain
-        from troubleshoot.textsafe import terminal_safe
 
         for prep in prepared:  # advice, diffs and log-derived params are data: no escapes reach the terminal
             sys.stdout.write(terminal_safe(executor.preview(prep, markdown=to_plain)))
@@ -161,7 +166,8 @@ def cmd_fix(args, plugins) -> int:
         changing = any(s.changes for p in prepared for s in p.steps)
         if args.format == "text" and changing:
             again = shlex.join(["troubleshoot", *sys.argv[1:], "--apply"]) if sys.argv[1:2] == ["fix"] else "--apply"
-            print(f"\nDry run: nothing was changed. To apply: {again}")
+            print()
+            _say(f"Dry run: nothing was changed. To apply: {again}")  # the command line holds the parameters
         return 0
 
     results = []
@@ -206,28 +212,28 @@ def _probe_areas(plugins, names: tuple, root: str | None) -> dict:
 def _print_outcome(prep, out) -> None:
     eid = out.entry.id if out.entry else "?"
     for line in out.done:
-        print(f"  done: {line}")
+        _say(f"  done: {line}")
     for line in out.skipped:
-        print(f"  skipped: {line}")
+        _say(f"  skipped: {line}")
     for line in out.notes:
-        print(f"  note: {line}")
+        _say(f"  note: {line}")
     if out.failed:
-        print(f"  FAILED: {out.failed}", file=sys.stderr)
-        print(f"  Every file touched so far is backed up: `troubleshoot undo {eid}` restores them.", file=sys.stderr)
+        _say(f"  FAILED: {out.failed}", err=True)
+        _say(f"  Every file touched so far is backed up: `troubleshoot undo {eid}` restores them.", err=True)
         return
-    print(f"Applied as {eid} (undo: `troubleshoot undo {eid}`).")
+    _say(f"Applied as {eid} (undo: `troubleshoot undo {eid}`).")
     if out.verified is True:
-        print(f"  verified: {out.verify_detail}")
+        _say(f"  verified: {out.verify_detail}")
     elif out.verified is False:
-        print(f"  VERIFICATION FAILED: {out.verify_detail}", file=sys.stderr)
+        _say(f"  VERIFICATION FAILED: {out.verify_detail}", err=True)
         from troubleshoot.fixes import executor
 
         if executor.confirm(f"Roll back {eid}?"):
             _print_undo(eid, executor.undo(eid))
         else:
-            print(f"  To roll back: troubleshoot undo {eid}", file=sys.stderr)
+            _say(f"  To roll back: troubleshoot undo {eid}", err=True)
     elif out.verify_detail:
-        print(f"  not verified: {out.verify_detail}")
+        _say(f"  not verified: {out.verify_detail}")
 
 
 def _plan_json(prep) -> dict:
@@ -262,8 +268,7 @@ def cmd_undo(args) -> int:
 
     eid = args.id
     if eid is None:
-        latest = next((e for _, e in journal.entries() if isinstance(e, journal.Entry)
-                       and e.data.get("status") != "undone"), None)
+        latest = journal.latest_to_undo()
         if latest is None:
             raise TroubleshootError("no applied fix to undo (see `troubleshoot history`)")
         eid = latest.id
@@ -273,8 +278,8 @@ def cmd_undo(args) -> int:
         res = executor.undo(eid, force=args.force)
     except executor.UndoConflict as exc:
         for c in exc.conflicts:
-            print(f"{c.target} changed since the fix (what the fix left -> what is there now):", file=sys.stderr)
-            sys.stderr.write(c.diff or "  (no record of what the fix left)\n")
+            _say(f"{c.target} changed since the fix (what the fix left -> what is there now):", err=True)
+            sys.stderr.write(terminal_safe(c.diff) if c.diff else "  (no record of what the fix left)\n")
         raise
     _print_undo(eid, res)
     return 1 if res.problems else 0
@@ -282,16 +287,16 @@ def cmd_undo(args) -> int:
 
 def _print_undo(eid: str, res) -> None:
     for p in res.restored:
-        print(f"  restored {p}")
+        _say(f"  restored {p}")
     for p in res.removed:
-        print(f"  removed {p} (it did not exist before)")
+        _say(f"  removed {p} (it did not exist before)")
     for p in getattr(res, "forced", []):
-        print(f"  note: {p} had changed since the fix; those changes were overwritten (--force)")
+        _say(f"  note: {p} had changed since the fix; those changes were overwritten (--force)")
     for c in res.not_reversed:
-        print(f"  not reversed (a command): {c}")
+        _say(f"  not reversed (a command): {c}")
     for p in res.problems:
-        print(f"  PROBLEM: {p}", file=sys.stderr)
-    print(f"Undid {eid}." if not res.problems else f"Undo of {eid} incomplete.")
+        _say(f"  PROBLEM: {p}", err=True)
+    _say(f"Undid {eid}." if not res.problems else f"Undo of {eid} incomplete.")
 
 
 def cmd_history(args) -> int:
@@ -311,8 +316,6 @@ def cmd_history(args) -> int:
         return 0
     if not rows:
         print("No fixes applied yet.")
-    from troubleshoot.textsafe import terminal_safe
-
     for r in rows:
         where = f" under {r['root']}" if r.get("root") else ""
         print(terminal_safe(f"{r['id']:<52} {r['status']:<13} {r.get('title') or r.get('error')}{where}", False))

@@ -18,11 +18,14 @@ KINDS = {
     "save": "not-folder",     # probe --save FILE
 }
 
+_WANTED = {"file": "a file", "exists": "a folder or a rule file", "folder-or-new": "a folder",
+           "interpreter": "an interpreter or a venv", "not-folder": "a file name"}
+
 
 def check(args, skip: tuple[str, ...] = ()) -> None:
     for attr, kind in KINDS.items():
         value = None if attr in skip else getattr(args, attr, None)
-        if not value:
+        if value is None:
             continue
         for v in value if isinstance(value, list) else [value]:
             fixed = _check(f"--{attr}", v, kind)
@@ -31,7 +34,10 @@ def check(args, skip: tuple[str, ...] = ()) -> None:
 
 
 def _check(option: str, value: str, kind: str) -> str | None:
-    """Raise for a path that cannot work; return a replacement value (a venv's interpreter)."""
+    """Raise for a path that cannot work; return a replacement value (a venv's interpreter, a
+    root made absolute)."""
+    if not value:  # '' would quietly mean the current folder
+        raise TroubleshootError(f"{option}: an empty path; give {_WANTED[kind]}")
     p = Path(os.path.expanduser(value))
     if kind == "file":
         if not p.exists():
@@ -44,6 +50,7 @@ def _check(option: str, value: str, kind: str) -> str | None:
     elif kind == "folder-or-new":
         if p.exists() and not p.is_dir():
             raise TroubleshootError(f"{option} {value}: not a folder")
+        return os.path.realpath(p)  # resolved once: what is previewed, written and journalled
     elif kind == "not-folder":
         if p.is_dir():
             raise TroubleshootError(f"{option} {value}: is a folder; give a file name")

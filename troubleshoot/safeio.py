@@ -60,23 +60,42 @@ def resolve_under(root: str | Path | None, path: str) -> Path:
         here = base.joinpath(*done, name)
         if not missing:
             try:
-                st = os.lstat(here)
+                target = _link_target(base, done, here)
             except FileNotFoundError:
-                missing = True
-            except NotADirectoryError:
-                raise UnsafePath(f"{base.joinpath(*done)} is not a folder") from None
-            else:
-                if stat.S_ISLNK(st.st_mode):
-                    links += 1
-                    if links > MAX_LINKS:
-                        raise UnsafePath(f"{here}: too many levels of symbolic links")
-                    target = os.readlink(here)
-                    if target.startswith("/"):
-                        done = []
-                    todo.extend(reversed(target.split("/")))
-                    continue
+                missing, target = True, None
+            if target is not None:
+                links += 1
+                if links > MAX_LINKS:
+                    raise UnsafePath(f"{here}: too many levels of symbolic links")
+                if target.startswith("/"):
+                    done = []
+                todo.extend(reversed(target.split("/")))
+                continue
         done.append(name)
     return base.joinpath(*done)
+
+
+def _link_target(base: Path, done: list[str], here: Path) -> str | None:
+    """What the symlink `here` points to; None when it is not a symlink (FileNotFoundError when
+    there is nothing).
+
+    The entry can change between the lstat and the readlink (another process swaps a link and
+    a folder): that is a path not to trust, reported in one line."""
+    try:
+        st = os.lstat(here)
+    except FileNotFoundError:
+        raise
+    except NotADirectoryError:
+        raise UnsafePath(f"{base.joinpath(*done)} is not a folder") from None
+    except OSError as exc:
+        raise UnsafePath(f"{here}: cannot check it ({exc.strerror or exc})") from None
+    if not stat.S_ISLNK(st.st_mode):
+        return None
+    try:
+        return os.readlink(here)
+    except OSError:
+        raise UnsafePath(f"{here} changed while it was being checked (it is no longer a symlink); "
+                         f"unsafe path, nothing done there") from None
 
 
 def relative_to_root(root: str | Path | None, resolved: Path) -> list[str]:
@@ -140,41 +159,22 @@ def read_in(dir_fd: int, name: str) -> bytes | None:
 
 def write_in(dir_fd: int, name: str, data: bytes, mode: int | None = None) -> None:
     """Atomically replace `name` in an open folder: an O_EXCL temp file with a random name,
-    fsync, rename. An existing file keeps its mode and (when we may) its owner."""
+    fsync, rename. An existing file keeps its mode, its extended attributes and POSIX ACLs,
+    and (when we may) its owner."""
     try:
         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
         st = None
     if st is not None and not stat.S_ISREG(st.st_mode):
         raise UnsafePath(f"{name} is not a regular file (a symlink or a folder appeared there); not replaced")
-    for _ in range(16):
-        import secrets  # here: `troubleshoot run` grows its pipes before the job starts, without it
-
-        tmp = f".{name[:200]}.{secrets.token_hex(8)}.tmp"
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
-                         dir_fd=dir_fd)
-            break
-        except FileExistsError:
-            continue
-    else:  # pragma: no cover - 16 collisions of 64 random bits
-        raise OSError(errno.EEXIST, "cannot create a temporary file")
+    fd, tmp = _temp_file(dir_fd, name)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
-            if st is not None:
-                os.fchmod(f.fileno(), st.st_mode & 0o7777)
-                try:
-                    os.fchown(f.fileno(), st.st_uid, st.st_gid)
-                except OSError:
-                    pass
-            elif mode is not None:
-                os.fchmod(f.fileno(), mode)
-            else:
-                os.fchmod(f.fileno(), 0o666 & ~_umask())
+            _give_metadata(f.fileno(), st, mode, dir_fd, name)
             os.fsync(f.fileno())
-        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        _rename(dir_fd, tmp, name)
         try:
             os.fsync(dir_fd)
         except OSError:
@@ -185,6 +185,84 @@ def write_in(dir_fd: int, name: str, data: bytes, mode: int | None = None) -> No
         except OSError:
             pass
         raise
+
+
+def _temp_file(dir_fd: int, name: str) -> tuple[int, str]:
+    import secrets  # here: `troubleshoot run` grows its pipes before the job starts, without it
+
+    for _ in range(16):
+        tmp = f".{name[:200]}.{secrets.token_hex(8)}.tmp"
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                           dir_fd=dir_fd), tmp
+        except FileExistsError:
+            continue
+    raise OSError(errno.EEXIST, "cannot create a temporary file")  # pragma: no cover - 16 collisions of 64 bits
+
+
+def _give_metadata(fd: int, st: os.stat_result | None, mode: int | None, dir_fd: int, name: str) -> None:
+    """The new file gets the old one's mode, owner and extended attributes, in that order: a
+    chown clears file capabilities, a chmod after an ACL would rewrite its mask."""
+    if st is None:
+        os.fchmod(fd, mode if mode is not None else 0o666 & ~_umask())
+        return
+    os.fchmod(fd, st.st_mode & 0o7777)
+    try:
+        os.fchown(fd, st.st_uid, st.st_gid)
+    except OSError:
+        pass
+    copy_xattrs(dir_fd, name, fd)
+
+
+def copy_xattrs(dir_fd: int, name: str, dst: int) -> None:
+    """Give the open file `dst` every extended attribute of `name` (POSIX ACLs are the attribute
+    system.posix_acl_access), and drop those it has that `name` lacks (an ACL inherited from the
+    folder), so that a replaced file grants no more and no less than before. Raises OSError,
+    naming the attribute, when one cannot be carried over: better no change than a file that
+    silently lost who may read it."""
+    src = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    try:
+        wanted = {k: os.getxattr(src, k) for k in _xattr_names(src)}
+    finally:
+        os.close(src)
+    for key in _xattr_names(dst):
+        if key not in wanted and not key.startswith("security."):  # labels are the system's to give
+            _xattr_call(os.removexattr, dst, key, name)
+    for key, value in wanted.items():
+        try:
+            if os.getxattr(dst, key) == value:
+                continue  # e.g. the security label the system already gave the new file
+        except OSError:
+            pass
+        _xattr_call(os.setxattr, dst, key, name, value)
+
+
+def _xattr_names(fd: int) -> list[str]:
+    try:
+        return os.listxattr(fd)
+    except OSError as exc:
+        if exc.errno in (errno.ENOTSUP, errno.EOPNOTSUPP):
+            return []  # a file system without extended attributes: nothing to keep
+        raise
+
+
+def _xattr_call(call, fd: int, key: str, name: str, *value: bytes) -> None:
+    try:
+        call(fd, key, *value)
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot give the new file its extended attribute {key} "
+                                 f"({exc.strerror or exc}); not replaced", name) from None
+
+
+def _rename(dir_fd: int, tmp: str, name: str) -> None:
+    """The temp file over `name`; a refusal names `name`, the file the user knows, not the temp."""
+    try:
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except OSError as exc:
+        text = exc.strerror or str(exc)
+        if exc.errno == errno.EPERM:
+            text += " (immutable or append-only? `lsattr` shows an i or an a)"
+        raise OSError(exc.errno, text, name) from None
 
 
 def _umask() -> int:

@@ -9,6 +9,7 @@ Anything else is treated as missing, and a write that fails only costs the next 
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 
@@ -17,12 +18,29 @@ def cache_dir(name: str) -> Path:
     return Path(base) / "troubleshoot" / name
 
 
-def _owned_private(p: Path) -> bool:
+def untrusted_because(st: os.stat_result) -> str | None:
+    """Why a file or folder with this status may not be trusted; None when this user owns it
+    and nobody else may write it. The one trust rule for caches and the fix journal."""
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symlink"
+    if st.st_uid != os.geteuid():
+        return f"belongs to uid {st.st_uid}, not to this user (uid {os.geteuid()})"
+    if st.st_mode & 0o022:
+        return "is writable by other users"
+    return None
+
+
+def untrusted(p: Path) -> str | None:
+    """`untrusted_because` for a path (not followed when it is a symlink)."""
     try:
         st = os.stat(p, follow_symlinks=False)
-    except OSError:
-        return False
-    return st.st_uid == os.geteuid() and not st.st_mode & 0o022
+    except OSError as exc:
+        return f"cannot be checked ({exc.strerror or exc})"
+    return untrusted_because(st)
+
+
+def _owned_private(p: Path) -> bool:
+    return untrusted(p) is None
 
 
 def trusted(path: Path) -> bool:
@@ -40,8 +58,7 @@ def read(path: Path) -> bytes | None:
     except OSError:
         return None
     with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        if untrusted_because(os.fstat(f.fileno())) is not None:
             return None
         try:
             return f.read()

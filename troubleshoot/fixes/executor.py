@@ -23,6 +23,7 @@ from troubleshoot import safeio
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.fixes import files, journal
 from troubleshoot.fixes.plan import FILE_KINDS, Advice, EnsureLine, MergeStructured, Plan, RunCommand, SetEnv, WriteFile
+from troubleshoot.textsafe import terminal_safe
 
 COMMAND_TIMEOUT = 600
 
@@ -78,7 +79,13 @@ def _writable(p: Path) -> bool:
 
 
 def prepare(plan: Plan, root: str | None = None) -> Prepared:
-    """Compute every change without making it (reads the current files)."""
+    """Compute every change without making it (reads the current files). A root is made
+    absolute here, once: what the preview shows, what is written and what is journalled agree
+    even if the current folder changes later."""
+    if root is not None:
+        if not str(root):
+            raise TroubleshootError("the root folder is an empty path; give a folder (--root DIR)")
+        root = os.path.realpath(root)
     out = Prepared(plan, root)
     pending: dict[Path, bytes | None] = {}  # a later action on the same file sees the earlier one's result
     for i, a in enumerate(plan.actions):
@@ -155,13 +162,13 @@ def preview(prep: Prepared, markdown: Callable[[str], str] | None = None) -> str
         else:
             tag = " [root]" if s.needs_root else ""
             if not s.changes:
-                lines.append(f"{n}. {s.target}: already as wanted, no change")
+                lines.append(f"{n}. {s.target}: already as wanted, nothing to change")
                 continue
             lines.append(f"{n}. {'create' if s.old is None else 'edit'}{tag}: {s.target}  ({s.title})")
             if s.resolved_from:
                 lines.append(f"   ({s.resolved_from} is a symlink; its target inside the root is edited, "
                              f"the link is kept)")
-            lines += ["   " + ln for ln in files.diff(str(s.target), s.old, s.new).splitlines()]
+            lines += ["   " + ln for ln in files.diff(str(s.target), s.old, s.new).split("\n")[:-1]]
     for note in plan.notes:
         lines.append(f"note: {note}")
     if plan.verify:
@@ -189,15 +196,22 @@ def write_in(fd: int, name: str, data: bytes, mode: int | None) -> None:
     safeio.write_in(fd, name, data, mode)
 
 
-def apply(prep: Prepared, run: Callable = subprocess.run) -> Outcome:
+def run_command(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
+    """Run a plan's command from the file system's root: started in the user's folder, a
+    `python -m pip` (or any Python tool) would import look-alike modules from it first, as root."""
+    env = dict(os.environ, PYTHONSAFEPATH="1")
+    return subprocess.run(argv, cwd="/", env=env, **kwargs)
+
+
+def apply(prep: Prepared, run: Callable = run_command) -> Outcome:
     """Apply a prepared plan; refuses (raises) before any change if root is needed and missing."""
     if prep.needs_root and not _is_root():
         need = [s.title or (shlex.join(s.argv) if s.argv else str(s.target)) for s in prep.steps if s.needs_root and s.changes]
         raise TroubleshootError(f"this fix needs root for: {'; '.join(need)}. Nothing was changed. Run: {sudo_line(prep.plan)}")
     plan = prep.plan
     try:
-        entry = journal.Entry.create(plan.fixer, dict(plan.params), os.path.realpath(prep.root) if prep.root else None,
-                                     {"title": plan.title, "ladder": plan.ladder, "rung": plan.rung})
+        entry = journal.Entry.create(plan.fixer, dict(plan.params), os.path.realpath(prep.root) if prep.root is not None
+                                     else None, {"title": plan.title, "ladder": plan.ladder, "rung": plan.rung})
     except OSError as exc:
         raise TroubleshootError(f"cannot write the journal under {journal.state_dir()} "
                                 f"({exc.strerror or exc}); nothing was changed") from None
@@ -212,77 +226,115 @@ def _apply_steps(prep: Prepared, entry: journal.Entry, out: Outcome, run: Callab
         entry.data["steps"].append(record)
         try:
             if s.kind in FILE_KINDS:
-                record.update(path=s.path, target=str(s.target), existed=s.old is not None)
-                if not s.changes:
-                    record["status"] = "unchanged"
-                    entry.save()
-                    continue
-                with files.locked_folder(s.target, prep.root) as (fd, name):
-                    current = safeio.read_in(fd, name)
-                    new = s.new
-                    if current != s.old and s.compute is not None:
-                        new = s.compute(current)  # another change landed since the preview: keep it
-                        out.notes.append(f"{s.target} changed since the preview; the change was made on its "
-                                         f"current content")
-                    record["existed"] = current is not None
-                    if current == new:
-                        record["status"] = "unchanged"
-                        entry.save()
-                        continue
-                    if s.check == "fstab":
-                        files.check_fstab(current, new, on_this_machine=prep.root is None)
-                    if current is not None:
-                        record["backup"] = entry.backup(s.index, current)
-                    record["after"] = entry.backup(s.index, new, "after")
-                    entry.save()  # the backup is safe before the file is touched
-                    write_in(fd, name, new, s.mode)
-                record["status"] = "done"
-                out.done.append(f"{'created' if current is None else 'edited'} {s.target}")
+                _apply_file(prep, s, entry, record, out)
             elif s.kind == "command":
-                record.update(argv=list(s.argv), undo=list(s.undo_argv) if s.undo_argv else None)
-                if not s.runs:
-                    record["status"] = "skipped"
-                    out.skipped.append(f"not run under --root: {shlex.join(s.argv)}")
-                    entry.save()
-                    continue
-                entry.save()
-                try:
-                    p = run(list(s.argv), capture_output=True, text=True, timeout=COMMAND_TIMEOUT)
-                except FileNotFoundError:
-                    raise TroubleshootError(f"{s.argv[0]}: command not found") from None
-                except subprocess.TimeoutExpired:
-                    raise TroubleshootError(f"{shlex.join(s.argv)} timed out after {COMMAND_TIMEOUT}s") from None
-                record.update(returncode=p.returncode, output=(p.stdout + p.stderr)[-2000:])
-                if p.returncode != 0:
-                    raise TroubleshootError(f"{shlex.join(s.argv)} exited {p.returncode}: "
-                                            f"{(p.stderr or p.stdout).strip()[-300:]}")
-                record["status"] = "done"
-                out.done.append(f"ran {shlex.join(s.argv)}")
+                _run_command(s, entry, record, out, run)
             else:
                 record["status"] = "shown"
-                entry.save()
-                continue
         except (OSError, TroubleshootError) as exc:
-            msg = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            if isinstance(exc, OSError) and getattr(exc, "filename", None):
-                msg = f"{exc.filename}: {msg}"
-            record.update(status="failed", error=msg)
-            entry.data["status"] = "failed"
-            try:
-                entry.save()
-            except OSError:
-                pass  # the journal on disk still says which step was pending; its backup is saved
-            out.failed = f"step {s.index + 1} ({s.title or s.kind}) failed: {msg}"
+            return _failed(s, entry, record, out, exc)
+        try:
+            entry.save()
+        except OSError as exc:
+            out.failed = (f"step {s.index + 1} ({s.title or s.kind}) was done, but the journal {entry.folder} could not "
+                          f"record it ({exc.strerror or exc}); stopped there. `troubleshoot undo {entry.id}` compares "
+                          f"each file with what the fix wrote before restoring it")
             return out
-        entry.save()
         _after_step(s.index)
     entry.data["status"] = "applied"
+    try:
+        entry.save()
+    except OSError as exc:
+        out.notes.append(f"the journal {entry.folder} could not be marked applied ({exc.strerror or exc}); "
+                         f"undo still works")
+    return out
+
+
+def _apply_file(prep: Prepared, s: Step, entry: journal.Entry, record: dict, out: Outcome) -> None:
+    record.update(path=s.path, target=str(s.target), existed=s.old is not None)
+    if not s.changes:
+        record["status"] = "unchanged"
+        return
+    with files.locked_folder(s.target, prep.root) as (fd, name):
+        current = safeio.read_in(fd, name)
+        new = s.new
+        if current != s.old and s.compute is not None:
+            new = s.compute(current)  # another change landed since the preview: keep it
+            out.notes.append(f"{s.target} changed since the preview; the change was made on its current content")
+        record["existed"] = current is not None
+        if current == new:
+            record["status"] = "unchanged"
+            return
+        if s.check == "fstab":
+            files.check_fstab(current, new, on_this_machine=prep.root is None)
+        _journal_before_writing(entry, s, record, current, new)
+        write_in(fd, name, new, s.mode)
+        record.update(status="done", wrote=True)
+    out.done.append(f"{'created' if current is None else 'edited'} {s.target}")
+
+
+def _journal_before_writing(entry: journal.Entry, s: Step, record: dict, current: bytes | None, new: bytes) -> None:
+    """The old bytes, the new bytes and the write's place in the order of writes, all on disk
+    before the file is touched: undo restores the one and compares with the other."""
+    try:
+        if current is not None:
+            record["backup"] = entry.backup(s.index, current)
+        record["after"] = entry.backup(s.index, new, "after")
+        record["seq"] = journal.next_sequence()
+        entry.save()
+    except OSError as exc:
+        raise TroubleshootError(f"cannot save the backups in the journal {entry.folder} ({exc.strerror or exc}); "
+                                f"{s.target} was not changed") from None
+
+
+def _run_command(s: Step, entry: journal.Entry, record: dict, out: Outcome, run: Callable) -> None:
+    record.update(argv=list(s.argv), undo=list(s.undo_argv) if s.undo_argv else None)
+    if not s.runs:
+        record["status"] = "skipped"
+        out.skipped.append(f"not run under --root: {shlex.join(s.argv)}")
+        return
     entry.save()
+    try:
+        p = run(list(s.argv), capture_output=True, text=True, timeout=COMMAND_TIMEOUT)
+    except FileNotFoundError:
+        raise TroubleshootError(f"{s.argv[0]}: command not found") from None
+    except subprocess.TimeoutExpired:
+        raise TroubleshootError(f"{shlex.join(s.argv)} timed out after {COMMAND_TIMEOUT}s") from None
+    record.update(returncode=p.returncode, output=(p.stdout + p.stderr)[-2000:])
+    if p.returncode != 0:
+        raise TroubleshootError(f"{shlex.join(s.argv)} exited {p.returncode}: {(p.stderr or p.stdout).strip()[-300:]}")
+    record["status"] = "done"
+    out.done.append(f"ran {shlex.join(s.argv)}")
+
+
+def _error_text(s: Step, exc: Exception) -> str:
+    """One line naming the file the user knows: a file step's target, never a temp file."""
+    if not isinstance(exc, OSError):
+        return str(exc)
+    text = exc.strerror or str(exc)
+    where = s.target if s.kind in FILE_KINDS and s.target is not None else exc.filename
+    return f"{where}: {text}" if where else text
+
+
+def _failed(s: Step, entry: journal.Entry, record: dict, out: Outcome, exc: Exception) -> Outcome:
+    msg = _error_text(s, exc)
+    if not record.get("wrote"):
+        record.update(status="failed", error=msg)
+    if s.kind in FILE_KINDS and not record.get("wrote"):
+        # A file step fails before its write or in it, and a write either replaces the file
+        # whole or leaves it as it was: this step changed nothing, and undo must not touch it.
+        record["wrote"] = False
+    entry.data["status"] = "failed"
+    try:
+        entry.save()
+    except OSError:
+        pass  # the journal on disk still says which step was pending; undo compares before restoring
+    out.failed = f"step {s.index + 1} ({s.title or s.kind}) failed: {msg}"
     return out
 
 
 def verify(prep: Prepared, out: Outcome, probe: Callable[[tuple, str | None], dict] | None = None,
-           run: Callable = subprocess.run) -> None:
+           run: Callable = run_command) -> None:
     """Run the plan's verification and record its verdict in the journal."""
     v = prep.plan.verify
     if v is None or out.failed or out.entry is None:
@@ -337,7 +389,7 @@ class UndoConflict(TroubleshootError):
     def __init__(self, eid: str, conflicts: list[Conflict]):
         self.eid = eid
         self.conflicts = conflicts
-        names = ", ".join(c.target for c in conflicts)
+        names = terminal_safe(", ".join(c.target for c in conflicts), keep_newlines=False)
         super().__init__(f"not undone: changed since fix {eid} was applied: {names}. Undo would lose those "
                          f"changes; check the diff, then `troubleshoot undo {eid} --force` to restore anyway")
 
@@ -361,52 +413,19 @@ def _undo(entry: journal.Entry, eid: str, force: bool) -> UndoResult:
     if entry.data.get("status") == "undone":
         raise TroubleshootError(f"fix {eid} was already undone")
     root = entry.data.get("root")
-    recs = [r for r in reversed(entry.data["steps"])]
-    # First pass: would undo throw away anything? Later steps are undone first, so each
-    # step expects the file as the later steps' undo leaves it.
-    state: dict[str, bytes | None] = {}
-    conflicts: list[Conflict] = []
-    for rec in recs:
-        if rec.get("kind") not in FILE_KINDS or rec.get("status") not in _UNDOABLE:
-            continue
-        tgt = Path(rec["target"])
-        key = str(tgt)
-        try:
-            now = state[key] if key in state else files.read_bytes(tgt, root)
-            before = entry.backup_bytes(rec["backup"]) if "backup" in rec else None
-            after = entry.backup_bytes(rec["after"]) if "after" in rec else None
-        except (OSError, TroubleshootError):
-            continue  # reported by the second pass
-        if rec.get("existed") and before is None:
-            continue
-        if "after" in rec and now != before and now != after:
-            conflicts.append(Conflict(key, after, now))
-        state[key] = before
+    recs = list(reversed(entry.data["steps"]))
+    # Only steps that may have written are undone: restoring the backup of a step that never
+    # wrote would throw away whatever the file became since.
+    writes = [r for r in recs if r.get("kind") in FILE_KINDS and r.get("status") in _UNDOABLE and journal.step_wrote(r)]
+    conflicts = _conflicts(entry, writes, root)
     if conflicts and not force:
         raise UndoConflict(eid, conflicts)
     res = UndoResult([], [], [], [], forced=[c.target for c in conflicts])
+    undone = {id(r) for r in writes}
     for rec in recs:
-        kind, status = rec.get("kind"), rec.get("status")
-        if kind in FILE_KINDS and status in _UNDOABLE:
-            tgt = Path(rec["target"])
-            try:
-                if rec.get("existed") and "backup" not in rec:
-                    if status != "pending":
-                        res.problems.append(f"{tgt}: no backup recorded; left as it is")
-                    continue  # a pending step without backup crashed before touching the file
-                with files.locked_folder(tgt, root) as (fd, name):
-                    current = safeio.read_in(fd, name)
-                    if rec.get("existed"):
-                        data = entry.backup_bytes(rec["backup"])
-                        if current != data:
-                            write_in(fd, name, data, None)
-                        res.restored.append(str(tgt))
-                    elif current is not None:
-                        os.unlink(name, dir_fd=fd)
-                        res.removed.append(str(tgt))
-            except (OSError, TroubleshootError) as exc:
-                res.problems.append(f"{tgt}: {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}")
-        elif kind == "command" and status == "done":
+        if id(rec) in undone:
+            _restore(entry, rec, root, res)
+        elif rec.get("kind") == "command" and rec.get("status") == "done":
             hint = f" (to reverse: {shlex.join(rec['undo'])})" if rec.get("undo") else ""
             res.not_reversed.append(shlex.join(rec["argv"]) + hint)
     if not res.problems:
@@ -415,11 +434,58 @@ def _undo(entry: journal.Entry, eid: str, force: bool) -> UndoResult:
     return res
 
 
+def _conflicts(entry: journal.Entry, writes: list[dict], root: str | None) -> list[Conflict]:
+    """The files undo would throw changes away in: each differs from what its step wrote (and
+    from what it held before). Later steps are undone first, so each step expects the file as
+    the later steps' undo leaves it."""
+    state: dict[str, bytes | None] = {}
+    conflicts: list[Conflict] = []
+    for rec in writes:
+        key = rec["target"]
+        try:
+            now = state[key] if key in state else files.read_bytes(Path(key), root)
+            before = entry.backup_bytes(rec["backup"]) if "backup" in rec else None
+            after = entry.backup_bytes(rec["after"]) if "after" in rec else None
+        except journal.UntrustedJournal:
+            raise
+        except (OSError, TroubleshootError):
+            continue  # reported when restoring
+        if rec.get("existed") and before is None:
+            continue
+        if "after" in rec and now != before and now != after:
+            conflicts.append(Conflict(key, after, now))
+        state[key] = before
+    return conflicts
+
+
+def _restore(entry: journal.Entry, rec: dict, root: str | None, res: UndoResult) -> None:
+    """Put one file back as it was before its step: its backup, or no file at all."""
+    tgt = Path(rec["target"])
+    if rec.get("existed") and "backup" not in rec:
+        res.problems.append(f"{tgt}: no backup recorded; left as it is")
+        return
+    try:
+        with files.locked_folder(tgt, root) as (fd, name):
+            current = safeio.read_in(fd, name)
+            if rec.get("existed"):
+                data = entry.backup_bytes(rec["backup"])
+                if current != data:
+                    write_in(fd, name, data, None)
+                res.restored.append(str(tgt))
+            elif current is not None:
+                os.unlink(name, dir_fd=fd)
+                res.removed.append(str(tgt))
+    except journal.UntrustedJournal:
+        raise
+    except (OSError, TroubleshootError) as exc:
+        res.problems.append(f"{tgt}: {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}")
+
+
 def confirm(question: str) -> bool:
     if not sys.stdin.isatty():
         return False
     try:
-        return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
+        return input(f"{terminal_safe(question, keep_newlines=False)} [y/N] ").strip().lower() in ("y", "yes")
     except EOFError:
         return False
 
