@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
-from troubleshoot_fixers.facts import fact
+from troubleshoot_fixers.facts import fact, is_plain
 from troubleshoot.fixes.api import Fixer, FixerError, Param
 from troubleshoot.fixes.plan import Advice, Plan, SetEnv
 
@@ -33,8 +33,9 @@ class SetEnvFixer(Fixer):
     )
 
     def plan(self, params, snapshot):
-        if params["profile"] and ("\n" in params["value"] or "\r" in params["value"]):
-            raise FixerError(f"fixer {self.id!r}: a value with a line break cannot be written as one profile line")
+        if params["profile"] and not is_plain(params["value"]):
+            raise FixerError(f"fixer {self.id!r}: a value with a line break or a control character cannot be written "
+                             f"as one profile line")
         return Plan(self.id, f"Set {params['name']}", params,
                     (SetEnv(params["name"], params["value"], why="for the job's environment", profile=params["profile"]),),
                     notes=("Takes effect for processes started after it is set (a new shell, the next job).",))
@@ -114,7 +115,9 @@ class DataLoaderAdvice(Fixer):
 
     def plan(self, params, snapshot):
         cpus = fact(snapshot, "io", "cpu_count")
-        gpus = len(fact(snapshot, "nvml", "gpus", default=[])) or 1
+        cpus = cpus if isinstance(cpus, int) and not isinstance(cpus, bool) and cpus > 0 else None
+        listed = fact(snapshot, "nvml", "gpus", default=[])
+        gpus = len(listed) if isinstance(listed, list) and listed else 1
         workers = max(2, min(16, (cpus or 8) // gpus - 1))
         where = f" ({cpus} CPUs, {gpus} GPU{'s' if gpus > 1 else ''} here)" if cpus else ""
         text = textwrap.dedent(f"""\

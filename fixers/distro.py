@@ -18,6 +18,16 @@ FAMILIES = (
     ("arch", ("arch", "manjaro", "endeavouros")),
 )
 SUPPORTED = "Debian/Ubuntu, RHEL/Rocky/Alma/Fedora, SUSE, Arch"
+# os-release(5)'s character sets: ID and ID_LIKE words are a-z 0-9 . _ -; VERSION_ID also A-Z
+# and ~. Other text never reaches the repository URLs and package names built from them.
+OS_ID = re.compile(r"[a-z0-9._-]{1,64}")
+OS_ID_LIKE = re.compile(r"[a-z0-9._ -]{1,200}")
+OS_VERSION = re.compile(r"[A-Za-z0-9._~-]{1,64}")
+
+
+def _field(value, shape: re.Pattern, lower: bool = False) -> str | None:
+    text = str(value).lower() if lower and value is not None else value
+    return text if isinstance(text, str) and shape.fullmatch(text) else None
 
 
 @dataclass(frozen=True)
@@ -61,6 +71,9 @@ def detect(snapshot) -> Distro:
     else:
         rel = _os_release()
         os_id, like, version, pretty = rel.get("ID"), rel.get("ID_LIKE"), rel.get("VERSION_ID"), rel.get("PRETTY_NAME", "")
+    os_id, like, version = _field(os_id, OS_ID, lower=True), _field(like, OS_ID_LIKE, lower=True), \
+        _field(version, OS_VERSION)
+    pretty = "".join(c for c in pretty if c.isprintable())[:120]
     # ID first (fedora is redhat, opensuse is suse), then what it derives from, then the name.
     family = None
     for words in (str(os_id or ""), str(like or ""), pretty):

@@ -43,6 +43,8 @@ def commands(distro, branch: str, open_modules: bool, machine: str | None) -> In
     """The guide's commands for `distro` (fixers/distro.Distro); None where it has none."""
     arch, major, os_id = repo_arch(machine), distro.major, distro.id or ""
     fm_enable = "sudo systemctl enable --now nvidia-fabricmanager"
+    if major is None and distro.family != "arch":  # NVIDIA's repository URLs name the release
+        return None
     if distro.family == "debian":
         slug = f"ubuntu{(distro.version or '').replace('.', '')}" if os_id == "ubuntu" else f"debian{major}"
         # From 590 the packages lost the branch from their names and a pinning package holds

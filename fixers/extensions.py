@@ -11,7 +11,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from troubleshoot_fixers.facts import fact
+from troubleshoot_fixers.facts import fact, printable, version_fact
 from troubleshoot.engine.values import parse_version
 from troubleshoot.fixes.api import Fixer, Param
 from troubleshoot.fixes.plan import Advice, Plan
@@ -86,8 +86,10 @@ class RebuildExtension(Fixer):
         library = _safe(params.get("library") or "")
         lib = shlex.quote(library) if library else "<the .so from the error>"
         name, pkg = owner(library) if library else (None, None)
-        torch_v, torch_cuda = fact(snapshot, "frameworks", "torch", "version"), fact(snapshot, "frameworks", "torch", "cuda")
-        nvcc = fact(snapshot, "cuda", "nvcc_version")
+        # Facts go into commands the user pastes: versions only, anything else is left out.
+        torch_v = printable(fact(snapshot, "frameworks", "torch", "version") or "")[:40]
+        torch_cuda = version_fact(snapshot, "frameworks", "torch", "cuda")
+        nvcc = version_fact(snapshot, "cuda", "nvcc_version")
 
         lines = ["**Check** what the library was built for and what it finds now:", "```bash",
                  'python -c "import torch; print(torch.__version__, torch.version.cuda)"',

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
 from troubleshoot.engine.values import parse_version
-from troubleshoot_fixers.facts import fact
+from troubleshoot_fixers.facts import fact, version_fact
 from troubleshoot.fixes.api import Fixer, FixerError, Param
 from troubleshoot.fixes.plan import Advice, Plan, RunCommand, Verify
 
@@ -14,6 +16,22 @@ DRIVER_FLOOR = [("13.0", "580"), ("12.0", "525.60.13"), ("11.0", "450.80.02"), (
 # PyTorch wheel indexes, newest first: https://download.pytorch.org/whl/cuXYZ
 TORCH_INDEXES = [("13.0", "cu130"), ("12.8", "cu128"), ("12.6", "cu126"), ("12.4", "cu124"), ("12.1", "cu121"),
                  ("11.8", "cu118")]
+
+
+# The interpreter named by the facts runs pip: it must be a python executable, by a plain path.
+PYTHON = re.compile(r"(?:/[^/\x00-\x1f\x7f]+)*/python[0-9.]*|python[0-9.]*")
+
+
+def _interpreter(snapshot) -> str:
+    python = fact(snapshot, "frameworks", "python")
+    if python is None or python == "":
+        return "python3"
+    text = python if isinstance(python, str) else ""
+    if not PYTHON.fullmatch(text) or any(p in (".", "..") for p in text.split("/")) \
+            or not all(c.isprintable() for c in text):
+        raise FixerError(f"fixer 'match-framework-to-driver': the facts' interpreter frameworks.python = {python!r} "
+                         f"is not the path of a python executable; run it on the machine itself, or fix the snapshot")
+    return python
 
 
 def driver_floor(cuda: str) -> str | None:
@@ -34,6 +52,7 @@ def _torch_install(python: str, dv, driver_cuda: str, snapshot):
     from troubleshoot_fixers.torch_releases import RELEASES
 
     installed = str(fact(snapshot, "frameworks", "torch", "version") or "").split("+")[0]
+    installed = installed if parse_version(installed) is not None else ""
     fits = [(t, v, a, max((c for c in cudas if parse_version(c) <= dv), key=parse_version))
             for t, v, a, cudas in RELEASES if any(parse_version(c) <= dv for c in cudas)]
     if not fits:
@@ -45,7 +64,7 @@ def _torch_install(python: str, dv, driver_cuda: str, snapshot):
     argv = (python, "-m", "pip", "install", f"torch=={torch_v}+{tag}", f"torchvision=={vision_v}+{tag}",
             f"torchaudio=={audio_v}+{tag}", "--index-url", f"https://download.pytorch.org/whl/{tag}")
     why = (f"PyTorch {torch_v} with its torchvision {vision_v} and torchaudio {audio_v}, built for CUDA {cuda} "
-           f"(driver {fact(snapshot, 'nvml', 'driver_version') or '?'} supports CUDA ≤ {driver_cuda})")
+           f"(driver {version_fact(snapshot, 'nvml', 'driver_version') or '?'} supports CUDA ≤ {driver_cuda})")
     notes = []
     iv = parse_version(installed) if installed else None
     if iv is not None and iv > parse_version(torch_v):
@@ -63,8 +82,8 @@ class MatchFrameworkToDriver(Fixer):
 
     def plan(self, params, snapshot):
         fw = params["framework"]
-        driver_cuda = fact(snapshot, "nvml", "cuda_driver_version")
-        python = fact(snapshot, "frameworks", "python") or "python3"
+        driver_cuda = version_fact(snapshot, "nvml", "cuda_driver_version")
+        python = _interpreter(snapshot)
         if not driver_cuda:
             return Plan(self.id, self.title, params, (Advice(
                 "No driver facts: run `nvidia-smi` and read `CUDA Version` (the newest CUDA the driver supports), "
@@ -116,10 +135,11 @@ class UpgradeDriver(Fixer):
         from troubleshoot_fixers import distro, driver_install as guide
 
         need = params["min_version"]
-        cuda = fact(snapshot, "frameworks", "torch", "cuda") or fact(snapshot, "frameworks", "tensorflow", "cuda")
+        cuda = version_fact(snapshot, "frameworks", "torch", "cuda") or \
+            version_fact(snapshot, "frameworks", "tensorflow", "cuda")
         if not need and cuda:
             need = driver_floor(cuda)
-        have = fact(snapshot, "nvml", "driver_version")
+        have = version_fact(snapshot, "nvml", "driver_version")
         # The current production branch, or the branch the minimum needs when that is newer:
         # never the oldest branch that would do (it leaves the machine at its end of life).
         branch = str(max(int(guide.PRODUCTION), int((need or "0").split(".")[0])))

@@ -13,10 +13,12 @@ Escalation ladder: restart-app -> reset-gpu -> reboot -> contact-support.
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from datetime import datetime
 
-from troubleshoot_fixers.facts import fact
-from troubleshoot.fixes.api import Fixer, Param
+from troubleshoot_fixers.facts import fact, printable
+from troubleshoot.fixes.api import Fixer, FixerError, Param
 from troubleshoot.fixes.executor import ladder_attempts
 from troubleshoot.fixes.plan import Advice, Plan, RunCommand, Verify
 
@@ -25,6 +27,13 @@ ACTIONS = LADDER + ("ignore", "check-mechanicals", "restart-fabric-manager", "dr
 # Services that keep a GPU open and block a reset; stopped around it, started again after.
 HOLDERS = ("nvidia-persistenced", "nvidia-dcgm", "dcgm", "nvidia-fabricmanager")
 PCI = r"(?:[0-9A-Fa-f]{4,8}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?"
+# One host name (RFC 1123 labels): no leading '-' (an option to kubectl), no Slurm hostlist
+# brackets or commas (one name must never drain 512 nodes).
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9])?"  # '_': Slurm allows it in NodeName
+HOST_NAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
+DRIVER_VERSION = re.compile(r"\d{3,4}\.\d{1,3}(?:\.\d{1,3})?")
+# Journal step statuses that show a step was carried out on the machine (not skipped under --root).
+CARRIED_OUT = {"done", "failed", "unchanged", "shown"}
 
 
 def _norm(pci: str | None) -> str:
@@ -37,7 +46,7 @@ def _same_gpu(a: str | None, b: str | None) -> bool:
 
 def _gpu_facts(snapshot, pci: str | None) -> dict:
     for g in fact(snapshot, "nvml", "gpus", default=[]) or []:
-        if pci and _same_gpu(g.get("pci_bus_id"), pci):
+        if pci and isinstance(g, dict) and _same_gpu(g.get("pci_bus_id"), pci):
             return g
     return {}
 
@@ -47,7 +56,8 @@ def _first_action(xid: int | None, action: str | None, gpu: dict) -> tuple[str, 
     from troubleshoot.engine.xid import load_catalog
 
     catalog = load_catalog()
-    nvml = catalog.recovery_action(gpu.get("recovery_action")) if gpu.get("recovery_action") else None
+    code = gpu.get("recovery_action")
+    nvml = catalog.recovery_action(code) if isinstance(code, int) and not isinstance(code, bool) and code else None
     if nvml:
         return nvml[1], f"NVML reports recovery action {nvml[0]!r} for this GPU"
     if action:
@@ -70,9 +80,9 @@ def _recurred(snapshot, pci: str | None, since: str) -> bool | None:
     except ValueError:
         return None
     timed = False
-    for e in events:
-        when = e.get("time")
-        if not when:
+    for e in events if isinstance(events, list) else ():
+        when = e.get("time") if isinstance(e, dict) else None
+        if not isinstance(when, str) or not when:
             continue
         timed = True
         try:
@@ -84,6 +94,58 @@ def _recurred(snapshot, pci: str | None, since: str) -> bool | None:
         if (not pci or _same_gpu(e.get("pci"), pci)) and t > after:
             return True
     return False if timed else None
+
+
+def _attempts(ladder: str) -> list[dict]:
+    """Earlier steps of this ladder taken on this machine. A fix applied under --root ran no
+    command here (its steps were skipped), so it is no attempt: counting it would escalate the
+    real machine on a rehearsal."""
+    out = []
+    for a in ladder_attempts(ladder):
+        steps = [st for st in a.get("steps") or [] if isinstance(st, dict)]
+        if a.get("rung") in LADDER and not a.get("root") and all(st.get("status") in CARRIED_OUT for st in steps):
+            out.append(a)
+    return out
+
+
+@dataclass(frozen=True)
+class Escalation:
+    """What the journal and the kernel's Xid events say about the next step."""
+
+    last: str  # the highest rung tried on this machine
+    action: str  # the step to plan now
+    note: str  # why, for the plan's notes
+    watch: bool = False  # nothing new since the last step: plan no action, keep watching
+    advice: str = ""
+
+
+def _escalation(ladder: str, action: str, snapshot, pci: str | None) -> Escalation | None:
+    """The next step after the last attempt: one rung up only on evidence that the fault came
+    back after it (an Xid logged later) or that the step itself failed; no evidence, no escalation."""
+    tried = _attempts(ladder)
+    if not tried:
+        return None
+    last = max(tried, key=lambda a: LADDER.index(a["rung"]))
+    rung, when = last["rung"], last.get("started", "")
+    failed = any(isinstance(st, dict) and st.get("kind") == "command" and st.get("status") == "failed"
+                 for st in last.get("steps") or [])
+    recurred = _recurred(snapshot, pci, when)
+    if recurred is False and not failed:
+        return Escalation(rung, action, f"'{rung}' was done at {when} and no Xid on this GPU came after it: nothing "
+                          f"to escalate.", watch=True, advice=(
+                              f"The journal shows '{rung}' was applied at {when} and the kernel log has no Xid on "
+                              f"{pci or 'this GPU'} since. Keep watching (`sudo dmesg -T | grep -i xid`); ask again "
+                              f"if the fault returns."))
+    if LADDER.index(rung) < LADDER.index(action):
+        return None
+    nxt = LADDER[min(LADDER.index(rung) + 1, len(LADDER) - 1)]
+    if recurred is None and not failed:
+        return Escalation(rung, action, f"'{rung}' was done at {when}; the facts have no timed Xid events, so "
+                          f"whether the fault came back after it is unknown: not escalated. Probe this machine again "
+                          f"(its kernel log has the times), or ask for the next step with action={nxt}.")
+    why = "the step itself failed" if failed else "an Xid on this GPU was logged after it"
+    return Escalation(rung, nxt, f"Escalated: '{rung}' was done at {when} and the fault recurred ({why}); next step: "
+                      f"{nxt}.")
 
 
 class GpuFault(Fixer):
@@ -103,25 +165,13 @@ class GpuFault(Fixer):
         ladder = f"gpu-fault:{(pci or 'any').lower()}"
         notes = [f"First step from {source}: {action}."]
         if action in LADDER:
-            tried = [a for a in ladder_attempts(ladder) if a.get("rung") in LADDER]
-            if tried:
-                last = max(tried, key=lambda a: LADDER.index(a["rung"]))
-                recurred = _recurred(snapshot, pci, last.get("started", ""))
-                if recurred is False:
-                    notes.append(f"'{last['rung']}' was done at {last.get('started')} and no Xid on this GPU came "
-                                 f"after it: nothing to escalate.")
-                    return Plan(self.id, f"GPU fault{_xid(xid)}: no new fault since {last['rung']}", params,
-                                (Advice(f"The journal shows '{last['rung']}' was applied at {last.get('started')} and the "
-                                        f"kernel log has no Xid on {pci or 'this GPU'} since. Keep watching "
-                                        f"(`sudo dmesg -T | grep -i xid`); ask again if the fault returns."),),
-                                ladder=ladder, rung="watch", notes=tuple(notes))
-                if LADDER.index(last["rung"]) >= LADDER.index(action):
-                    nxt = LADDER[min(LADDER.index(last["rung"]) + 1, len(LADDER) - 1)]
-                    why = ("an Xid on this GPU was logged after it" if recurred else
-                           "you asked again for the same GPU (the snapshot has no timed Xid events to check)")
-                    notes.append(f"Escalated: '{last['rung']}' was done at {last.get('started')} and the fault "
-                                 f"recurred ({why}); next step: {nxt}.")
-                    action = nxt
+            step = _escalation(ladder, action, snapshot, pci)
+            if step is not None:
+                notes.append(step.note)
+                if step.watch:
+                    return Plan(self.id, f"GPU fault{_xid(xid)}: no new fault since {step.last}", params,
+                                (Advice(step.advice),), ladder=ladder, rung="watch", notes=tuple(notes))
+                action = step.action
         actions, verify = self._steps(action, xid, pci, snapshot, gpu_facts)
         return Plan(self.id, f"GPU fault{_xid(xid)}: {action.replace('-', ' ')}", params, tuple(actions),
                     verify=verify, ladder=ladder if action in LADDER else None,
@@ -171,8 +221,8 @@ class GpuFault(Fixer):
         steps = list(drain)
         if action == "drain-p2p":
             steps.append(Advice(f"Stop peer-to-peer (NVLink) traffic to {gpu}: end the jobs that span it before the reset."))
-        procs = [p for p in (gpu_facts.get("processes") or [])]
-        listed = ", ".join(f"{p.get('pid')} ({p.get('name') or '?'})" for p in procs[:8])
+        procs = [p for p in (gpu_facts.get("processes") or []) if isinstance(p, dict)]
+        listed = printable(", ".join(f"{p.get('pid')} ({p.get('name') or '?'})" for p in procs[:8]))
         steps.append(RunCommand(("nvidia-smi", "--query-compute-apps=pid,process_name,used_memory", "--format=csv",
                                  *target), why=f"list what still uses {gpu}: a reset fails while anything holds it"
                                  + (f" (the snapshot saw: {listed})" if listed else "")))
@@ -190,27 +240,53 @@ def _xid(xid) -> str:
 
 
 def _running(snapshot) -> str:
-    procs = [p for g in (fact(snapshot, "nvml", "gpus", default=[]) or []) for p in (g.get("processes") or [])]
-    return ", ".join(f"{p.get('pid')} ({p.get('name') or '?'})" for p in procs[:8])
+    gpus = [g for g in fact(snapshot, "nvml", "gpus", default=[]) or [] if isinstance(g, dict)]
+    procs = [p for g in gpus for p in (g.get("processes") or []) if isinstance(p, dict)]
+    return printable(", ".join(f"{p.get('pid')} ({p.get('name') or '?'})" for p in procs[:8]))
+
+
+def _node_name(snapshot, key: str, tool: str) -> str | None:
+    """The node name a scheduler knows this machine by, when it is one plain host name."""
+    name = fact(snapshot, "node", key)
+    if name is None or name == "":
+        return None
+    if not isinstance(name, str) or len(name) > 253 or not HOST_NAME.fullmatch(name):
+        raise FixerError(f"fixer 'gpu-fault': the facts' node name node.{key} = {name!r} is not a single host name "
+                         f"(letters, digits, '-', '_' and '.'); refusing to pass it to {tool}")
+    return name
 
 
 def _drain_steps(snapshot, reason: str) -> list:
     """Take the node out of the scheduler first, when the facts show it is a Slurm or Kubernetes node."""
     steps = []
-    slurm = fact(snapshot, "node", "slurm_node")
-    if slurm:
+    slurm = _node_name(snapshot, "slurm_node", "scontrol")
+    if slurm:  # scontrol takes key=value pairs, no `--`: the name's check is what keeps it one node
         steps.append(RunCommand(("scontrol", "update", f"nodename={slurm}", "state=drain", f"reason={reason}"),
                                 why=f"Slurm stops scheduling on {slurm} and lets running jobs finish", needs_root=True,
                                 undo=("scontrol", "update", f"nodename={slurm}", "state=resume")))
-    k8s = fact(snapshot, "node", "kubernetes_node")
+    k8s = _node_name(snapshot, "kubernetes_node", "kubectl")
     if k8s:
         steps += [
-            RunCommand(("kubectl", "cordon", k8s), why=f"Kubernetes schedules nothing new on {k8s}",
-                       undo=("kubectl", "uncordon", k8s)),
-            RunCommand(("kubectl", "drain", k8s, "--ignore-daemonsets", "--delete-emptydir-data"),
-                       why=f"move the pods off {k8s}", undo=("kubectl", "uncordon", k8s)),
+            RunCommand(("kubectl", "cordon", "--", k8s), why=f"Kubernetes schedules nothing new on {k8s}",
+                       undo=("kubectl", "uncordon", "--", k8s)),
+            RunCommand(("kubectl", "drain", "--ignore-daemonsets", "--delete-emptydir-data", "--", k8s),
+                       why=f"move the pods off {k8s}", undo=("kubectl", "uncordon", "--", k8s)),
         ]
     return steps
+
+
+def _driver_version(snapshot) -> str | None:
+    """The driver's version from the facts; it becomes a package version on apt's or dnf's
+    command line, so anything but 550.107.02-like digits is refused."""
+    for path in (("fabric_manager", "driver_version"), ("nvml", "driver_version"), ("kernel", "nvidia_module_version")):
+        value = fact(snapshot, *path)
+        if value is None or value == "":
+            continue
+        if not isinstance(value, str) or not DRIVER_VERSION.fullmatch(value):
+            raise FixerError(f"fixer 'fabric-manager': the facts' driver version {'.'.join(path)} = {value!r} is not "
+                             f"a driver version (like 550.107.02); fix the snapshot or probe the machine again")
+        return value
+    return None
 
 
 class FabricManager(Fixer):
@@ -221,9 +297,9 @@ class FabricManager(Fixer):
     def plan(self, params, snapshot):
         from troubleshoot_fixers.system import _family
 
-        driver = fact(snapshot, "fabric_manager", "driver_version") or fact(snapshot, "nvml", "driver_version") \
-            or fact(snapshot, "kernel", "nvidia_module_version")
+        driver = _driver_version(snapshot)
         installed = fact(snapshot, "fabric_manager", "version")
+        installed = printable(installed)[:40] if installed else None
         actions: list = []
         notes = []
         if driver and installed != driver:

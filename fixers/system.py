@@ -7,9 +7,10 @@ import shutil
 import sys
 
 from troubleshoot_fixers import distro
-from troubleshoot_fixers.facts import fact
+from troubleshoot_fixers.facts import fact, is_plain, printable
 from troubleshoot.fixes.api import Fixer, FixerError, Param
-from troubleshoot.fixes.plan import Advice, EnsureLine, MergeStructured, Plan, RunCommand, Verify, WriteFile
+from troubleshoot.fixes.plan import (Advice, EnsureLine, LineMatch, MergeStructured, Plan, RunCommand, SetOption,
+                                     Verify, WriteFile, ensure_lines)
 
 SIZE = r"\d+[KMGkmg]?"
 ABS_PATH = r"/[A-Za-z0-9._/+-]*"
@@ -24,6 +25,13 @@ def _family(snapshot) -> str | None:
 
 def _unsupported(what: str, by_hand: str, snapshot) -> Advice:
     return distro.unsupported(what, by_hand, snapshot)
+
+
+def _refuse_zero(fixer: str, size: str) -> None:
+    """tmpfs reads size=0 as no limit at all: such a RAM disk may take every page of memory."""
+    if int(re.match(r"\d+", size).group(0)) == 0:
+        raise FixerError(f"fixer {fixer!r}: size={size} means unlimited for tmpfs (it could fill all memory); "
+                         f"give a real size such as 16G, or size=auto")
 
 
 def _mib(size: str) -> int:
@@ -60,6 +68,10 @@ def _fstab_escape(field: str) -> str:
     return "".join(f"\\{ord(c):03o}" if c in " \t\n\\#" else c for c in field)
 
 
+NOUVEAU_CONF = "/etc/modprobe.d/blacklist-nouveau.conf"
+NOUVEAU_MODESET = LineMatch(r"^\s*options\s+nouveau\s+modeset=\S*\s*$")  # only a line that sets modeset alone
+
+
 class BlacklistNouveau(Fixer):
     id = "blacklist-nouveau"
     title = "Blacklist the nouveau driver so the NVIDIA driver can own the GPU"
@@ -69,8 +81,10 @@ class BlacklistNouveau(Fixer):
         family = _family(snapshot)
         initramfs = {"debian": ("update-initramfs", "-u"), "arch": ("mkinitcpio", "-P")}.get(family, ("dracut", "--force"))
         return Plan(self.id, self.title, params, (
-            WriteFile("/etc/modprobe.d/blacklist-nouveau.conf", "blacklist nouveau\noptions nouveau modeset=0\n",
-                      why="stop nouveau from loading at boot", mode=0o644, needs_root=True),
+            # Both lines in one write; an older modeset value is changed in place, every other
+            # line of an existing file (options of other modules) is kept.
+            ensure_lines(NOUVEAU_CONF, (("blacklist nouveau", None), ("options nouveau modeset=0", NOUVEAU_MODESET)),
+                         why="stop nouveau from loading at boot", mode=0o644, needs_root=True),
             RunCommand(initramfs, why="rebuild the initramfs, which otherwise still loads nouveau early in boot",
                        needs_root=True, undo=initramfs),
             Advice("Reboot to unload nouveau (`sudo reboot`), then install or reload the NVIDIA driver; "
@@ -109,17 +123,46 @@ def _keycheck(out: str, dearmor: bool) -> RunCommand:
                       f"installed only if its fingerprint is {TOOLKIT_KEY_FPR}")
 
 
+# The files apt reads repository lines from, as the docker probe lists them.
+APT_SOURCES = re.compile(r"/etc/apt/sources\.list|/etc/apt/sources\.list\.d/[A-Za-z0-9_.+-]+\.list")
+
+
+def _toolkit_source_problem(src) -> str | None:
+    """Why a docker.toolkit_apt_sources entry is not an NVIDIA repository line of an apt sources
+    file (None when it is one). The fact comes from a snapshot: its path must be a sources file
+    and its line one printable line naming NVIDIA's container repositories."""
+    from troubleshoot.probes.docker import TOOLKIT_REPOS
+
+    path, line = (src.get("path"), src.get("line")) if isinstance(src, dict) else (None, None)
+    if not isinstance(path, str) or not isinstance(line, str):
+        return "not a {path, line} entry"
+    if not APT_SOURCES.fullmatch(path) or path == TOOLKIT_APT_LIST:
+        return f"{path!r} is not an apt sources file"
+    if not is_plain(line):
+        return "its line holds a line break or a control character"
+    if line.lstrip().startswith("#") or not TOOLKIT_REPOS.search(line):
+        return "its line is not an active NVIDIA container repository line"
+    return None
+
+
 def _old_toolkit_sources(snapshot) -> list:
     """Old nvidia-docker / libnvidia-container apt lines make `apt-get update` fail ("Conflicting
-    values set for option Signed-By"): each is commented out in place (backed up, undoable)."""
-    actions = []
+    values set for option Signed-By"): each is commented out in place (backed up, undoable), and
+    only when the file exists and has exactly that line: nothing is created or appended."""
+    actions, ignored = [], []
     for src in fact(snapshot, "docker", "toolkit_apt_sources", default=[]) or []:
-        path, line = (src.get("path"), src.get("line")) if isinstance(src, dict) else (None, None)
-        if not isinstance(path, str) or not isinstance(line, str) or not path.startswith("/etc/apt/"):
+        problem = _toolkit_source_problem(src)
+        if problem:
+            ignored.append(problem)
             continue
-        actions.append(EnsureLine(path, f"# disabled by troubleshoot (Signed-By conflict with {TOOLKIT_APT_LIST}): {line}",
-                                  replaces=rf"^{re.escape(line)}$", needs_root=True,
-                                  why=f"an older NVIDIA container repository entry in {path}"))
+        path, line = src["path"], src["line"]
+        disabled = f"# disabled by troubleshoot (Signed-By conflict with {TOOLKIT_APT_LIST}): {line}"
+        actions.append(EnsureLine(path, disabled, replaces=LineMatch(rf"^{re.escape(line)}$", append=False),
+                                  needs_root=True, why=f"an older NVIDIA container repository entry in {path}"))
+    if ignored:
+        actions.append(Advice(f"Left alone: {len(ignored)} entr{'y' if len(ignored) == 1 else 'ies'} of the facts' "
+                              f"docker.toolkit_apt_sources ({printable('; '.join(ignored))[:400]}).",
+                              why="old NVIDIA apt lines"))
     return actions
 
 
@@ -176,7 +219,8 @@ def restart_docker(snapshot, why: str) -> list:
     elif not running:
         warn = "no container is running: nothing stops"
     else:
-        names = [f"{c.get('name') or c.get('id')} ({c.get('image')})" for c in running if isinstance(c, dict)]
+        names = [printable(f"{c.get('name') or c.get('id')} ({c.get('image')})")[:120] for c in running
+                 if isinstance(c, dict)]
         warn = (f"{len(names)} running container(s) {'keep running (live-restore is on)' if live_restore else 'STOP'} "
                 f"when Docker restarts: {', '.join(names[:20])}{' ...' if len(names) > 20 else ''}")
     return [Advice(f"Warning: {warn}.", why="before restarting Docker"),
@@ -235,6 +279,7 @@ class RamDisk(Fixer):
                 raise FixerError("fixer 'ramdisk': size=auto needs the machine's memory (a snapshot or probe); "
                                  "give size=NNG")
             size = f"{max(1, min(limits) // 2 // 1024)}G"
+        _refuse_zero(self.id, size)
         if ceiling and _mib(size) > ceiling // 2:
             raise FixerError(f"fixer 'ramdisk': {size} is more than half of the {ceiling // 1024} GiB this machine "
                              f"(or its cgroup) has; a full RAM disk would push the job into the OOM killer. "
@@ -250,8 +295,8 @@ class RamDisk(Fixer):
             field = _fstab_escape(path)
             actions.append(EnsureLine("/etc/fstab", f"tmpfs {field} tmpfs size={size},mode=1777 0 0",
                                       why="mount it at every boot (its content is still lost on reboot)",
-                                      replaces=rf"^\S+\s+{re.escape(field)}\s+tmpfs\s", needs_root=True,
-                                      check="fstab"))
+                                      replaces=LineMatch(rf"^\S+\s+{re.escape(field)}\s+tmpfs(?:\s|$)"),
+                                      needs_root=True, check="fstab"))
         if params["source"]:
             actions.append(RunCommand(("cp", "-a", "--", params["source"].rstrip("/") + "/.", path),
                                       why="stage the dataset into RAM"))
@@ -261,6 +306,9 @@ class RamDisk(Fixer):
                                     f"applying; a RAM disk larger than free memory leads to OOM kills.",)
         return Plan(self.id, self.title, {**params, "size": size, "path": path}, tuple(actions), notes=notes,
                     verify=Verify(f"{path} is a tmpfs mount", argv=("mountpoint", "-q", path)))
+
+
+SHM_LINE = r"^\S+\s+/dev/shm/?(?:\s|$)"  # fstab's /dev/shm line (LineMatch skips the commented ones)
 
 
 class RaiseShm(Fixer):
@@ -274,13 +322,15 @@ class RaiseShm(Fixer):
     def plan(self, params, snapshot):
         size = params["size"]
         current = fact(snapshot, "io", "shm_size_mib")
+        known = isinstance(current, int) and not isinstance(current, bool) and current > 0
         ceiling = _memory_ceiling_mib(snapshot)
         if size == "auto":
             if not ceiling:
                 raise FixerError("fixer 'raise-shm': size=auto needs the machine's memory (a snapshot or probe); "
                                  "give size=NNG")
             size = f"{max(1, ceiling // 2 // 1024)}G"
-        if isinstance(current, int) and _mib(size) <= current:
+        _refuse_zero(self.id, size)
+        if known and _mib(size) <= current:
             return Plan(self.id, self.title, {**params, "size": size}, (Advice(
                 f"/dev/shm is already {current // 1024} GiB, not smaller than {size}: nothing to raise. If workers "
                 f"still fail on shared memory, check `df -h /dev/shm` while the job runs and the container's "
@@ -290,6 +340,13 @@ class RaiseShm(Fixer):
                 f"/dev/shm of a container is set when it starts: restart it with `--shm-size={size}` (or `--ipc=host`); "
                 f"in compose `shm_size: \"{size}\"`; in Kubernetes mount an `emptyDir` with `medium: Memory` at /dev/shm. "
                 "If you cannot, use `torch.multiprocessing.set_sharing_strategy('file_system')` or fewer workers."),))
+        if not known:
+            raise FixerError(f"fixer 'raise-shm': the current size of /dev/shm is unknown (no io.shm_size_mib in the "
+                             f"facts), so size={size} could shrink it; run it on the machine itself, or with a "
+                             f"snapshot from `troubleshoot probe`")
+        return self._resize(params, size, ceiling)
+
+    def _resize(self, params, size: str, ceiling: int | None) -> Plan:
         notes = []
         if ceiling and _mib(size) > ceiling // 2:
             notes.append(f"{size} is more than half of the {ceiling // 1024} GiB of memory: tmpfs pages count as "
@@ -297,8 +354,11 @@ class RaiseShm(Fixer):
         actions = [RunCommand(("mount", "-o", f"remount,size={size}", "/dev/shm"), why=f"resize /dev/shm to {size} now",
                               needs_root=True)]
         if params["fstab"]:
-            actions.append(EnsureLine("/etc/fstab", f"tmpfs /dev/shm tmpfs defaults,size={size} 0 0",
-                                      why="keep the size after reboots", replaces=r"^\S+\s+/dev/shm\s", needs_root=True,
+            # Only the size option of the active line changes (nosuid, nodev, noexec... stay); a
+            # larger size already there is kept; a full line is added only when there is none.
+            rule = LineMatch(SHM_LINE, option=SetOption(3, "size", size, never_lower=True))
+            actions.append(EnsureLine("/etc/fstab", f"tmpfs /dev/shm tmpfs defaults,nosuid,nodev,size={size} 0 0",
+                                      why="keep the size after reboots", replaces=rule, needs_root=True,
                                       check="fstab"))
         return Plan(self.id, self.title, {**params, "size": size}, tuple(actions), notes=tuple(notes),
                     verify=Verify("/dev/shm is at least 1 GiB", condition="io.shm_size_mib >= 1024", probes=("io",)))
@@ -322,6 +382,27 @@ def _nr_open(snapshot) -> int:
     return DEFAULT_NR_OPEN
 
 
+def _limit(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _nofile_now(snapshot) -> tuple[int, int]:
+    """(soft, hard) open-files limits of the machine being fixed: from its facts, or from this
+    process when no snapshot was given (then this machine is the one being fixed)."""
+    if snapshot:
+        soft, hard = _limit(fact(snapshot, "io", "nofile_soft")), _limit(fact(snapshot, "io", "nofile_hard"))
+    else:
+        import resource
+
+        soft, hard = (_limit(v) if v != resource.RLIM_INFINITY else None
+                      for v in resource.getrlimit(resource.RLIMIT_NOFILE))
+    if soft is None or hard is None:
+        raise FixerError("fixer 'raise-nofile': the current open-files limits are unknown (no io.nofile_soft and "
+                         "io.nofile_hard in the facts), so the new ones could lower them; run it on the machine "
+                         "itself, or with a snapshot from `troubleshoot probe`")
+    return soft, hard
+
+
 class RaiseNofile(Fixer):
     id = "raise-nofile"
     title = "Raise the open-files limit"
@@ -337,20 +418,36 @@ class RaiseNofile(Fixer):
             raise FixerError(f"fixer 'raise-nofile': limit {n} is above the kernel's fs.nr_open ({nr_open}); PAM "
                              f"would refuse every new login (`pam_open_session: Permission denied`). Use at most "
                              f"{nr_open}, or raise fs.nr_open first (sysctl).")
-        # limits.conf(5): a '*' entry does not apply to root, so root gets its own lines; a
-        # drop-in under limits.d leaves the distribution's limits.conf untouched.
-        content = ("# Written by troubleshoot (fixer raise-nofile); remove this file to undo.\n"
-                   f"*       soft    nofile    {n}\n"
-                   f"*       hard    nofile    {n}\n"
-                   f"root    soft    nofile    {n}\n"
-                   f"root    hard    nofile    {n}\n")
+        soft_now, hard_now = _nofile_now(snapshot)
+        if soft_now > hard_now or hard_now > nr_open:
+            raise FixerError(f"fixer 'raise-nofile': the facts' limits (soft {soft_now}, hard {hard_now}) do not fit "
+                             f"the kernel's fs.nr_open ({nr_open}); probe the machine again")
+        # Each limit only ever goes up: a hard limit of 1048576 stays when 65536 is asked.
+        soft, hard = max(n, soft_now), max(n, hard_now)
+        if (soft, hard) == (soft_now, hard_now):
+            return Plan(self.id, self.title, params, (Advice(
+                f"The open-files limits are already soft {soft_now}, hard {hard_now}: not lower than {n}, nothing to "
+                f"raise. A job that still hits `Too many open files` runs with other limits: check `ulimit -n` in "
+                f"its own shell, systemd's `LimitNOFILE=`, Docker's `--ulimit nofile=`."),))
         return Plan(self.id, self.title, params, (
-            WriteFile(self.DROP_IN, content, why="soft and hard limits for login sessions, root included",
-                      mode=0o644, needs_root=True),
-            Advice(f"Applies to new logins. Right now, in the job's shell: `ulimit -n {n}` (up to the hard limit). "
-                   f"systemd services: `LimitNOFILE={n}`; Docker: `--ulimit nofile={n}:{n}`; Slurm: set it on the nodes."),
+            WriteFile(self.DROP_IN, _limits_conf(soft, hard), why="soft and hard limits for login sessions, root "
+                      "included", mode=0o644, needs_root=True),
+            Advice(f"Applies to new logins. Right now, in the job's shell: `ulimit -n {soft}` (up to the hard limit). "
+                   f"systemd services: `LimitNOFILE={soft}:{hard}`; Docker: `--ulimit nofile={soft}:{hard}`; Slurm: "
+                   f"set it on the nodes."),
         ), notes=("Check after logging in again: `ulimit -n` (or `troubleshoot probe`: io.nofile_soft).",
-                  f"Capped by the kernel's fs.nr_open ({nr_open})."))
+                  f"Capped by the kernel's fs.nr_open ({nr_open}); never lower than today's soft {soft_now} and "
+                  f"hard {hard_now}."))
+
+
+def _limits_conf(soft: int, hard: int) -> str:
+    # limits.conf(5): a '*' entry does not apply to root, so root gets its own lines; a
+    # drop-in under limits.d leaves the distribution's limits.conf untouched.
+    return ("# Written by troubleshoot (fixer raise-nofile); remove this file to undo.\n"
+            f"*       soft    nofile    {soft}\n"
+            f"*       hard    nofile    {hard}\n"
+            f"root    soft    nofile    {soft}\n"
+            f"root    hard    nofile    {hard}\n")
 
 
 FIXERS = [BlacklistNouveau(), NvidiaContainerToolkit(), RamDisk(), RaiseShm(), RaiseNofile()]

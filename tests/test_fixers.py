@@ -42,12 +42,6 @@ FILE_FIXERS = [
     ("raise-shm", ["--param", "size=300G", "--param", "fstab=true"],
      {"etc/fstab": b"UUID=abcd / ext4 defaults 0 1\ntmpfs /dev/shm tmpfs defaults 0 0\n"},
      {"etc/fstab": b"UUID=abcd / ext4 defaults 0 1\ntmpfs /dev/shm tmpfs defaults,size=300G 0 0\n"}),
-    ("raise-nofile", ["--param", "limit=131072"], {"etc/security/limits.conf": b"# limits\n*    soft    nofile    1024\n"},
-     {"etc/security/limits.conf": b"# limits\n*    soft    nofile    1024\n",
-      "etc/security/limits.d/90-troubleshoot-nofile.conf":
-          b"# Written by troubleshoot (fixer raise-nofile); remove this file to undo.\n"
-          b"*       soft    nofile    131072\n*       hard    nofile    131072\n"
-          b"root    soft    nofile    131072\nroot    hard    nofile    131072\n"}),
     ("set-env", ["--param", "name=PYTORCH_CUDA_ALLOC_CONF", "--param", "value=expandable_segments:True",
                  "--param", "profile=/home/ana/.bashrc"], {"home/ana/.bashrc": b"alias ll='ls -l'\n"},
      {"home/ana/.bashrc": b"alias ll='ls -l'\nexport PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n"}),
@@ -217,7 +211,7 @@ def test_bad_parameters_are_clear_errors():
         assert p.returncode == 2 and fragment in err and err.count("\n") == 1, (args, err)
 
 
-def test_gpu_fault_escalates_only_after_a_rung_was_tried(tmp_path):
+def test_gpu_fault_starts_at_the_catalog_rung_and_rehearsals_under_a_root_never_escalate(tmp_path):
     def propose(xid):
         p = fix("gpu-fault", "--param", f"xid={xid}", "--param", "pci=0000:3b:00", "--format", "json",
                 "--snapshot", str(BASE_SNAPSHOT), "--root", str(tmp_path))
@@ -225,14 +219,12 @@ def test_gpu_fault_escalates_only_after_a_rung_was_tried(tmp_path):
 
     assert propose(79) == "reboot"  # NVIDIA's catalog: Xid 79 needs a reboot
     assert propose(13) == "restart-app"  # application error: restart first
-    seen = []
-    for _ in range(4):
-        rung = propose(13)
-        seen.append(rung)
+    # Fixes rehearsed under --root ran nothing on this machine: they never move its ladder.
+    for _ in range(2):
         p = fix("gpu-fault", "--param", "xid=13", "--param", "pci=0000:3b:00", "--root", str(tmp_path),
                 "--snapshot", str(BASE_SNAPSHOT), "--apply", "--yes")
         assert p.returncode == 0, p.stderr
-    assert seen == ["restart-app", "reset-gpu", "reboot", "contact-support"]
+    assert propose(13) == "restart-app"
     # Another GPU has its own ladder.
     p = fix("gpu-fault", "--param", "xid=13", "--param", "pci=0000:5e:00", "--format", "json", "--no-probe")
     assert json.loads(p.stdout)["plans"][0]["rung"] == "restart-app"

@@ -36,7 +36,7 @@ def test_nofile_above_fs_nr_open_is_refused_with_the_reason(tmp_path):
 
 
 def test_nofile_is_a_drop_in_with_an_explicit_root_line():
-    pl = plan(RaiseNofile(), BASE, limit=262144)
+    pl = plan(RaiseNofile(), snap(nofile_soft=1024, nofile_hard=4096), limit=262144)
     (write,) = [a for a in pl.actions if a.kind == "write"]
     assert write.path.startswith("/etc/security/limits.d/")
     assert "root    hard    nofile    262144" in write.content and "*       soft    nofile    262144" in write.content

@@ -12,6 +12,7 @@ from typing import Any, Mapping
 
 from troubleshoot import safeio
 from troubleshoot.errors import TroubleshootError
+from troubleshoot.fixes.plan import LineMatch, LineSet, SetOption
 
 
 def target(path: str, root: str | None) -> Path:
@@ -95,27 +96,130 @@ def _deep_merge(base: dict, extra: Mapping) -> dict:
     return out
 
 
-def ensured_line(old: bytes | None, line: str, replaces: str | None) -> bytes:
+def split_lines(text: str) -> list[str]:
+    """The lines of a text with their endings. Only a line feed ends a line, as for the tools
+    that read these files: str.splitlines() would also break at \\f, \\v, \\x1c-\\x1e, \\x85,
+    U+2028 and U+2029, and rebuilding from it would rewrite lines the fix never touched."""
+    parts = text.split("\n")
+    lines = [p + "\n" for p in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
+
+
+def _cut(line: str) -> tuple[str, str]:
+    """(content, ending) of one line from split_lines: the ending is \\r\\n, \\n or nothing."""
+    for end in ("\r\n", "\n"):
+        if line.endswith(end):
+            return line[:-len(end)], end
+    return line, ""
+
+
+def _joined(lines: list[str]) -> bytes:
+    return "".join(lines).encode("utf-8", "surrogateescape")
+
+
+def _appended(lines: list[str], line: str) -> bytes:
+    """`line` added at the end, with the file's own line ending (CRLF files stay CRLF)."""
+    ending = next((e for e in (_cut(x)[1] for x in lines) if e), "\n")
+    if lines and not _cut(lines[-1])[1]:
+        lines = lines[:-1] + [lines[-1] + ending]
+    return _joined(lines + [line + ending])
+
+
+def _is_comment(content: str) -> bool:
+    return content.lstrip().startswith("#")
+
+
+def _first_match(lines: list[str], pattern: str, skip_comments: bool) -> int | None:
+    rx = re.compile(pattern)
+    for i, existing in enumerate(lines):
+        content = _cut(existing)[0]
+        if not (skip_comments and _is_comment(content)) and rx.search(content):
+            return i
+    return None
+
+
+def ensured_line(old: bytes | None, line: str, replaces: str | LineMatch | LineSet | None) -> bytes | None:
+    """The file's new bytes with `line` in it; only the replaced (or appended) line differs.
+
+    `replaces` as a regex: the first line it matches is replaced, unless `line` is already
+    there. As a LineMatch: the first matching line (comments skipped) is replaced or has one
+    option set; with nothing matching, `line` is appended only when the rule allows it, else
+    the content is returned as it was (None: the file stays absent). As a LineSet: `line` with
+    its first rule, then each further line with its own, all in the one result."""
+    if isinstance(replaces, LineSet):
+        new = ensured_line(old, line, replaces.first)
+        for more, rule in replaces.more:
+            new = ensured_line(new, more, rule)
+        return new
     text = old.decode("utf-8", "surrogateescape") if old else ""
-    lines = text.splitlines()
-    if line in lines:
+    lines = split_lines(text)
+    present = line in (_cut(x)[0] for x in lines)
+    if isinstance(replaces, LineMatch):
+        i = _first_match(lines, replaces.pattern, replaces.skip_comments)
+        if i is None:
+            return old if present or not replaces.append else _appended(lines, line)
+        content, ending = _cut(lines[i])
+        lines[i] = (set_option(content, replaces.option) if replaces.option else line) + ending
+        return _joined(lines)
+    if present:
         return old or b""
-    if replaces:
-        rx = re.compile(replaces)
-        for i, existing in enumerate(lines):
-            if rx.search(existing):
-                lines[i] = line
-                return ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape")
-    if text and not text.endswith("\n"):
-        text += "\n"
-    return (text + line + "\n").encode("utf-8", "surrogateescape")
+    i = _first_match(lines, replaces, skip_comments=False) if replaces else None
+    if i is not None:
+        lines[i] = line + _cut(lines[i])[1]
+        return _joined(lines)
+    return _appended(lines, line)
 
 
-def diff(path: str, old: bytes | None, new: bytes) -> str:
-    a = old.decode("utf-8", "replace").splitlines(keepends=True) if old is not None else []
-    b = new.decode("utf-8", "replace").splitlines(keepends=True)
+def set_option(content: str, opt: SetOption) -> str:
+    """One line with `opt` set in its comma-separated field, every other byte kept; the field
+    is added when the line ends just before it (fstab without options)."""
+    spans = [m.span() for m in re.finditer(r"\S+", content)]
+    if len(spans) < opt.field:
+        raise TroubleshootError(f"cannot set {opt.name}= in the line {content!r}: it has only {len(spans)} fields")
+    if len(spans) == opt.field:
+        end = spans[-1][1] if spans else 0
+        return f"{content[:end]} {opt.name}={opt.value}{content[end:]}"
+    start, end = spans[opt.field]
+    options = content[start:end].split(",")
+    return content[:start] + ",".join(_with_option(options, opt, content)) + content[end:]
+
+
+def _with_option(options: list[str], opt: SetOption, content: str) -> list[str]:
+    at = [i for i, o in enumerate(options) if o.partition("=")[0] == opt.name]
+    if not at:
+        return options + [f"{opt.name}={opt.value}"]
+    if opt.never_lower:
+        have = options[at[-1]].partition("=")[2]  # mount(8): the last one counts
+        have_bytes, want_bytes = size_bytes(have), size_bytes(opt.value)
+        if have_bytes is None or want_bytes is None:
+            raise TroubleshootError(f"cannot tell whether {opt.name}={opt.value} is larger than {opt.name}={have} in "
+                                    f"the line {content!r}; change it by hand")
+        if have_bytes >= want_bytes:
+            return options
+    return [f"{opt.name}={opt.value}" if i in at else o for i, o in enumerate(options)]
+
+
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50, "e": 1 << 60}
+
+
+def size_bytes(size: str) -> int | None:
+    """A tmpfs size (bytes, or k/m/g/t/p/e suffixed) in bytes; None for what is not one (a
+    percentage of memory, a typo)."""
+    m = re.fullmatch(r"(\d+)([kmgtpeKMGTPE]?)", size.strip())
+    return int(m.group(1)) * _UNITS[m.group(2).lower()] if m else None
+
+
+def diff(path: str, old: bytes | None, new: bytes | None) -> str:
+    """A unified diff as diff(1) writes it, with "\\ No newline at end of file" after a last
+    line that has no line ending, so that lines are never shown glued together."""
+    a = split_lines(old.decode("utf-8", "replace")) if old is not None else []
+    b = split_lines(new.decode("utf-8", "replace")) if new is not None else []
     label_a = path if old is not None else "/dev/null"
-    return "".join(difflib.unified_diff(a, b, label_a, path))
+    label_b = path if new is not None else "/dev/null"
+    return "".join(ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n"
+                   for ln in difflib.unified_diff(a, b, label_a, label_b))
 
 
 def check_fstab(old: bytes | None, new: bytes, on_this_machine: bool) -> None:

@@ -58,18 +58,60 @@ class MergeStructured:
 
 
 @dataclass(frozen=True)
+class SetOption:
+    """Set `name=value` in one comma-separated field of a line (fstab's mount options), in
+    place: every other option, and every other byte of the line, is kept."""
+
+    field: int  # whitespace-separated field, counted from 0 (fstab's options are field 3)
+    name: str
+    value: str
+    # A size (tmpfs's size=): the line's own value stays when it is larger, so the edit never
+    # shrinks what the system mounts at boot.
+    never_lower: bool = False
+
+
+@dataclass(frozen=True)
+class LineMatch:
+    """Which line an EnsureLine changes and how, decided on the file's content when the change
+    is made (not when it is planned)."""
+
+    pattern: str  # regex searched in each line, without its line ending
+    skip_comments: bool = True  # a line whose first non-blank character is '#' never matches
+    option: SetOption | None = None  # edit one option of the matching line instead of replacing it whole
+    append: bool = True  # no line matches: append the line (False: leave the file, or its absence, as it is)
+
+
+@dataclass(frozen=True)
+class LineSet:
+    """The rule for an EnsureLine's own line, and more lines with their rules: all are made in
+    the same single write, so a reader (or a crash) never sees a file with only some of them."""
+
+    first: str | LineMatch | None
+    more: tuple[tuple[str, str | LineMatch | None], ...]
+
+
+@dataclass(frozen=True)
 class EnsureLine:
-    """Make sure a line is in a file: replace the first line matching `replaces` (a regex),
-    else append. The file is created if missing."""
+    """Make sure a line is in a file: replace the first line matching `replaces` (a regex, or
+    a LineMatch for comment-aware matching, option edits and replace-only changes), else
+    append. The file is created if missing (unless a LineMatch says not to append). A LineSet
+    makes sure of several lines at once (see `ensure_lines`)."""
 
     path: str
     line: str
     why: str = ""
-    replaces: str | None = None
+    replaces: str | LineMatch | LineSet | None = None
     needs_root: bool = False
     check: str | None = None  # "fstab": the new content must pass `findmnt --verify` before it replaces the old
+    mode: int | None = None  # for a new file; an existing file keeps its mode
 
     kind = "line"
+
+
+def ensure_lines(path: str, lines: tuple[tuple[str, str | LineMatch | None], ...], **kw: Any) -> EnsureLine:
+    """One EnsureLine for several (line, rule) pairs of one file, changed in one write."""
+    (line, rule), *more = lines
+    return EnsureLine(path, line, replaces=LineSet(rule, tuple(more)), **kw)
 
 
 @dataclass(frozen=True)
