@@ -44,7 +44,7 @@ def follow(args, plugins) -> int:
     said: set[str] = set()
     tail = pipeline.LogTail(path) if path is not None else None
     what = " and ".join(x for x in (path and f"following {path}", pid and f"watching process {pid}") if x)
-    print(f"troubleshoot: {what}; Ctrl-C to stop", file=sys.stderr)
+    print(terminal_safe(f"troubleshoot: {what}; Ctrl-C to stop"), file=sys.stderr)
     try:
         while True:
             found = tail.new_diagnoses(ruleset) if tail is not None else []

@@ -13,9 +13,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from troubleshoot.errors import TroubleshootError
+from troubleshoot.textsafe import terminal_safe
 
 if TYPE_CHECKING:
+    from argparse import Namespace
+    from typing import BinaryIO, Callable
+
+    from troubleshoot.run.follow import BackgroundScan
     from troubleshoot.run.watch import Watcher
+    from troubleshoot.run.wrapper import RunResult
 
 PROG = "troubleshoot"
 
@@ -25,7 +31,10 @@ def add_parser(sub, add_rules_arg) -> None:
                        description="Run CMD unchanged (same output, same exit code), keep its log, watch the "
                                    "machine while it runs, and diagnose the failure when it exits non-zero.")
     r.add_argument("--log-to", metavar="PATH", help="write the job's output here (default: the state directory); "
-                   "a folder (DIR/): one file per rank in it, named by node and rank")
+                   "a folder (DIR/): one file per rank in it, named by node and rank. Always a new file, "
+                   "readable by you alone: a name already taken (an earlier run's log) is kept and the next "
+                   "free one is used (train-2.log); the last line says which. A FIFO or device is written "
+                   "as it is")
     r.add_argument("--format", choices=("text", "json"), default="text", help="json: write the diagnosis to --report")
     r.add_argument("--report", metavar="PATH", help="where --format json writes the diagnosis (default: LOG.json)")
     r.add_argument("--no-probe", action="store_true", help="do not probe the machine when the job fails")
@@ -50,7 +59,8 @@ def _err(text: str) -> None:
 
 
 def _say(msg: str) -> None:
-    _err(f"{PROG}: {msg}\n")
+    """One line of the wrapper's own: it may name the job's command, a path or a process."""
+    _err(f"{PROG}: {terminal_safe(msg)}\n")
 
 
 def _report_leftovers(result) -> None:
@@ -58,13 +68,13 @@ def _report_leftovers(result) -> None:
         how = ("SIGTERM, then SIGKILL (still there after the grace period)" if result.killed else "SIGTERM")
         _say(f"still running in the job's process group when it exited, stopped with {how}:")
         for p in result.leftovers:
-            _err(f"  pid {p.pid}: {p.command}\n")
+            _err(f"  pid {p.pid}: {terminal_safe(p.command, keep_newlines=False)}\n")
     elif result.killed:
         _say("the job did not exit within the grace period after SIGTERM: its process group got SIGKILL")
     if result.holders:
         _say("still holding the job's output, outside its process group (setsid or a daemon; not signalled):")
         for p in result.holders:
-            _err(f"  pid {p.pid}: {p.command}\n")
+            _err(f"  pid {p.pid}: {terminal_safe(p.command, keep_newlines=False)}\n")
 
 
 def _live_rules(ruleset) -> list:
@@ -74,27 +84,108 @@ def _live_rules(ruleset) -> list:
     return [r for r in ruleset.rules if r.facts and all(p.startswith("run.") for p in fact_paths(r))]
 
 
-def cmd_run(args, plugins=None) -> int:
-    """`plugins`: None loads the installed ones while the job runs (their problems are told after it)."""
-    # Only what starting the job needs comes before it: rules, the scanner and the engine load
-    # in a thread once it runs (on a 2-core machine the wrapper's start-up then costs the job
-    # nothing), and that thread scans the log as the job writes it.
-    from troubleshoot.run import wrapper
-    from troubleshoot.run.follow import BackgroundScan
-
-    closed = wrapper.std_fds()  # first: no file opened below may land on a closed fd 1 or 2
+def _checked_command(args: Namespace) -> tuple[list[str], float]:
+    """The job's argv and the grace period, or a one-line error."""
     cmd = args.cmd[1:] if args.cmd and args.cmd[0] == "--" else args.cmd
     if not cmd:
         raise TroubleshootError("run needs a command: troubleshoot run -- python train.py ...")
     if args.interval <= 0:
         raise TroubleshootError("--interval must be positive")
-    grace = wrapper.GRACE if args.grace is None else args.grace
+    from troubleshoot.run.wrapper import GRACE
+
+    grace = GRACE if args.grace is None else args.grace
     if not 0 <= grace <= 3600:
         raise TroubleshootError("--grace must be between 0 and 3600 seconds")
-    if args.log_to and (args.log_to.endswith("/") or Path(args.log_to).is_dir()):
-        log_path = wrapper.default_log_path(cmd, Path(args.log_to))  # a folder: one file per rank in it
-    else:
-        log_path = Path(args.log_to) if args.log_to else wrapper.default_log_path(cmd)
+    return cmd, grace
+
+
+def _open_log(args: Namespace, cmd: list[str],
+              load_rules: Callable[[], object]) -> tuple[BinaryIO, Path, BackgroundScan]:
+    """(the log opened for writing, its path, the scan that reads it as the job writes it)."""
+    from troubleshoot.run import logfile
+    from troubleshoot.run.follow import BackgroundScan
+
+    log, log_path = logfile.open_log(args.log_to or None, cmd)
+    try:
+        scan = BackgroundScan(str(log_path), load_rules)
+    except OSError as exc:
+        log.close()
+        raise TroubleshootError(f"cannot read back the log {log_path}: {exc.strerror or exc}") from None
+    return log, log_path, scan
+
+
+class _Live:
+    """While the job runs: the watcher, and the diagnoses its samples and the log's new lines
+    give (each said once)."""
+
+    def __init__(self, args: Namespace, scan: BackgroundScan, log_path: Path):
+        self.args, self.scan, self.log_path = args, scan, log_path
+        self.watcher: Watcher | None = None
+        self.said: set[str] = set()
+        self.lock = threading.Lock()
+        self.tail: list = []  # (LogTail, the live rules), once the rules are loaded
+        self.logging = True  # False once the log could not be written: the scan waits for no more
+
+    def on_start(self, pid: int) -> None:
+        self.scan.start()
+        if not self.args.no_watch:
+            from troubleshoot.run.watch import Watcher  # the job has started: its import delays nothing
+
+            self.watcher = Watcher(pid, self.args.interval, on_sample=self.live).start()
+
+    def on_output(self, data: bytes) -> None:
+        if self.logging:
+            self.scan.appended(len(data))
+        if self.watcher:
+            self.watcher.feed(data)
+
+    def on_log_error(self, exc: OSError) -> None:
+        self.logging = False
+        _say(f"cannot write the log {self.log_path}: {exc.strerror or exc}; logging stopped, the job goes on "
+             f"and the diagnosis covers what was logged")
+
+    def live(self, w: Watcher) -> None:
+        if self.args.quiet or len(w.samples) % 5:
+            return
+        from troubleshoot import pipeline
+        from troubleshoot.engine.diagnose import diagnose
+
+        self.scan.ready.wait()
+        if self.scan.ruleset is None:
+            return
+        if not self.tail:
+            # A log that is not a regular file (a FIFO, a device) is not read: see BackgroundScan.
+            logged = pipeline.LogTail(self.log_path) if self.scan.follower is not None else None
+            self.tail.extend((logged, _live_rules(self.scan.ruleset)))
+        found = diagnose(self.tail[1], None, {"run": w.facts()})
+        if self.tail[0] is not None:
+            found += self.tail[0].new_diagnoses(self.scan.ruleset)  # the log's new lines
+        for d in found:
+            with self.lock:
+                if d.rule.id not in self.said:
+                    self.said.add(d.rule.id)
+                    _say(f"[{d.severity}] {d.title} (symptom {d.symptom}; still running, full diagnosis at the end)")
+
+
+def _close_log(log: BinaryIO, live: _Live) -> None:
+    """A network file system may report a failed write only now."""
+    try:
+        log.close()
+    except OSError as exc:
+        if live.logging:
+            live.on_log_error(exc)
+
+
+def cmd_run(args: Namespace, plugins=None) -> int:
+    """`plugins`: None loads the installed ones while the job runs (their problems are told after it)."""
+    # Only what starting the job needs comes before it: rules, the scanner and the engine load
+    # in a thread once it runs (on a 2-core machine the wrapper's start-up then costs the job
+    # nothing), and that thread scans the log as the job writes it.
+    from troubleshoot.run import wrapper
+    from troubleshoot.run.execfail import ExecError
+
+    closed = wrapper.std_fds()  # first: no file opened below may land on a closed fd 1 or 2
+    cmd, grace = _checked_command(args)
     deferred = plugins is None
 
     def load_rules():  # in the scan's thread
@@ -107,63 +198,19 @@ def cmd_run(args, plugins=None) -> int:
             plugins = load_plugins()
         return pipeline.load_rules(args.rules, plugins)
 
+    log, log_path, scan = _open_log(args, cmd, load_rules)
+    live = _Live(args, scan, log_path)
     try:
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(log_path, "wb", buffering=0)  # what the pump wrote is in the file for the scan
-        scan = BackgroundScan(str(log_path), load_rules)
-    except OSError as exc:
-        raise TroubleshootError(f"cannot write the log {log_path}: {exc.strerror or exc}") from None
-
-    said: set[str] = set()
-    lock = threading.Lock()
-    watcher: Watcher | None = None
-    tail: list = []  # (LogTail, the live rules), once the rules are loaded
-
-    def live(w: Watcher) -> None:
-        if args.quiet or len(w.samples) % 5:
-            return
-        from troubleshoot import pipeline
-        from troubleshoot.engine.diagnose import diagnose
-
-        scan.ready.wait()
-        if scan.ruleset is None:
-            return
-        if not tail:
-            tail.extend((pipeline.LogTail(log_path), _live_rules(scan.ruleset)))
-        found = diagnose(tail[1], None, {"run": w.facts()})
-        found += tail[0].new_diagnoses(scan.ruleset)  # the log's new lines
-        for d in found:
-            with lock:
-                if d.rule.id not in said:
-                    said.add(d.rule.id)
-                    _say(f"[{d.severity}] {d.title} (symptom {d.symptom}; still running, full diagnosis at the end)")
-
-    def on_start(pid: int) -> None:
-        nonlocal watcher
-        scan.start()
-        if not args.no_watch:
-            from troubleshoot.run.watch import Watcher  # the job has started: its import delays nothing
-
-            watcher = Watcher(pid, args.interval, on_sample=live).start()
-
-    def on_output(data: bytes) -> None:
-        scan.appended(len(data))
-        if watcher:
-            watcher.feed(data)
-
-    try:
-        result = wrapper.run(cmd, log, log_path, on_output=on_output, on_start=on_start, grace=grace, closed=closed)
-    except wrapper.ExecError as exc:
+        result = wrapper.run(cmd, log, log_path, on_output=live.on_output, on_start=live.on_start, grace=grace,
+                             closed=closed, on_log_error=live.on_log_error)
+    except ExecError as exc:
         _say(f"error: {exc}")
         return exc.exit_code
     finally:
-        if watcher:
-            watcher.stop()
-        log.close()
+        if live.watcher:
+            live.watcher.stop()
+        _close_log(log, live)
         scan.stop()
-
-    from troubleshoot import pipeline
-    from troubleshoot.sources import FactsSource, Sources
 
     scan.ready.wait()  # the thread has set `plugins` (and keeps scanning the log's end)
     if deferred and plugins is not None:
@@ -171,6 +218,16 @@ def cmd_run(args, plugins=None) -> int:
 
         warn(plugins.problems)
         plugins.problems.clear()
+    _conclude(args, result, scan, live.watcher, plugins)
+    return result.returncode
+
+
+def _conclude(args: Namespace, result: RunResult, scan: BackgroundScan, watcher: Watcher | None,
+              plugins) -> None:
+    """After the job: the diagnosis of its log and the machine, told or written as asked."""
+    from troubleshoot import pipeline
+    from troubleshoot.sources import FactsSource, Sources
+
     run_facts = watcher.facts(final=True) if watcher else None
     failed = result.returncode != 0
     facts: dict = {}
@@ -188,31 +245,60 @@ def cmd_run(args, plugins=None) -> int:
     # A job that succeeded still gets what its output or the watcher showed (a recovered OOM,
     # data loading dominating steps, memory climbing); machine-only findings need a failure.
     diagnoses = res.diagnoses if failed else [d for d in res.diagnoses if d.count or d.rule in live_rules]
+    _tell_end(args, result, watcher)
+    if args.format == "json":
+        _write_report(args, result, diagnoses, run_facts)
+    else:
+        _tell_diagnoses(args, result, diagnoses, failed)
+    if args.tui and failed and sys.stdin.isatty() and sys.stdout.isatty():
+        from troubleshoot import snapshot
+        from troubleshoot.tui.app import run_tui
 
+        snap_path = result.log_path.with_suffix(result.log_path.suffix + ".snapshot.json")
+        snapshot.save(facts, snap_path)
+        run_tui(log=str(result.log_path), snapshot=str(snap_path), rules=args.rules, plugins=plugins)
+
+
+def _tell_end(args: Namespace, result: RunResult, watcher: Watcher | None) -> None:
     how = f"killed by signal {result.signal}" if result.signal else f"exit {result.returncode}"
     if result.interrupted:
         how += ", interrupted"
-    _say(f"job ended ({how}) after {result.seconds:.1f}s; log: {log_path}")
+    _say(f"job ended ({how}) after {result.seconds:.1f}s; log: {result.log_path}")
     _report_leftovers(result)
     if watcher and not args.quiet:
         summary = watcher.summary()
         if summary:
             _err("\n".join("  " + ln for ln in summary.splitlines()) + "\n")
 
-    if args.format == "json":
-        from troubleshoot.report import jsonfmt
 
-        report = Path(args.report) if args.report else log_path.with_suffix(log_path.suffix + ".json")
-        meta = {"source": str(log_path), "exit_code": result.returncode, "signal": result.signal,
-                "seconds": round(result.seconds, 2), "run": run_facts,
-                "leftovers": [{"pid": p.pid, "command": p.command, "killed": result.killed} for p in result.leftovers]}
-        try:
-            report.write_text(jsonfmt.render(diagnoses, meta))
-        except OSError as exc:
-            _say(f"cannot write the report {report}: {exc.strerror or exc}")
-        else:
-            _say(f"diagnosis written to {report}")
-    elif diagnoses and (failed or not args.quiet):
+def _write_report(args: Namespace, result: RunResult, diagnoses: list, run_facts: dict | None) -> None:
+    from troubleshoot.report import jsonfmt
+
+    log_path = result.log_path
+    report = Path(args.report) if args.report else log_path.with_suffix(log_path.suffix + ".json")
+    meta = {"source": str(log_path), "exit_code": result.returncode, "signal": result.signal,
+            "seconds": round(result.seconds, 2), "run": run_facts,
+            "leftovers": [{"pid": p.pid, "command": p.command, "killed": result.killed} for p in result.leftovers]}
+    try:
+        _write_private(report, jsonfmt.render(diagnoses, meta).encode(), new=not args.report)
+    except OSError as exc:
+        _say(f"cannot write the report {report}: {exc.strerror or exc}")
+    else:
+        _say(f"diagnosis written to {report}")
+
+
+def _write_private(path: Path, data: bytes, new: bool) -> None:
+    """Never through a symlink, readable by the user alone (it quotes the job's output). The
+    report beside a log must be `new`: its name follows the log's, which was free, so a file
+    already there was put there by someone else."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_EXCL if new else os.O_TRUNC)
+    with os.fdopen(os.open(path, flags, 0o600), "wb") as f:
+        f.write(data)
+
+
+def _tell_diagnoses(args: Namespace, result: RunResult, diagnoses: list, failed: bool) -> None:
+    log_path = result.log_path
+    if diagnoses and (failed or not args.quiet):
         from troubleshoot.report import text
 
         if not failed:
@@ -226,11 +312,3 @@ def cmd_run(args, plugins=None) -> int:
     elif failed:
         _say("no known problem matched the job's output; `troubleshoot diagnose --log "
              f"{log_path}` shows the machine's facts too")
-    if args.tui and failed and sys.stdin.isatty() and sys.stdout.isatty():
-        from troubleshoot import snapshot
-        from troubleshoot.tui.app import run_tui
-
-        snap_path = log_path.with_suffix(log_path.suffix + ".snapshot.json")
-        snapshot.save(facts, snap_path)
-        run_tui(log=str(log_path), snapshot=str(snap_path), rules=args.rules, plugins=plugins)
-    return result.returncode

@@ -14,6 +14,7 @@ behind costs the writer nothing and a job that prints nothing wakes nobody.
 
 from __future__ import annotations
 
+import io
 import threading
 from typing import Callable
 
@@ -84,7 +85,8 @@ class BackgroundScan:
     """The rules loaded, and the job's log scanned as it is written, in a thread that starts
     once the job has: the wrapper's own start-up and the scan overlap the job. At the end only
     what the job wrote last is left to scan. A log that is not a regular file (a FIFO, a
-    device) is read after the job, by the same code (reading it early would take its bytes)."""
+    device) is not read back: its bytes went to whoever reads it, and reading it after the job
+    would wait for a writer that never comes (a FIFO) or never end (/dev/zero, /dev/full)."""
 
     def __init__(self, log_path: str, load_rules: Callable[[], object]):
         import os
@@ -157,5 +159,5 @@ class BackgroundScan:
         if self._error is not None:
             raise self._error
         if self._scanned is None:
-            self._scanned = pipeline.read_sources([self.source], self.ruleset)
+            self._scanned = pipeline.read_sources([self.source], self.ruleset, opener=lambda _: io.BytesIO())
         return self.ruleset, self._scanned

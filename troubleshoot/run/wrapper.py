@@ -26,7 +26,6 @@ import errno
 import fcntl
 import os
 import selectors
-import shutil
 import signal
 import subprocess
 import sys
@@ -38,6 +37,7 @@ from typing import BinaryIO, Callable, NamedTuple, Sequence
 from troubleshoot import safeio
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.run import procgroup
+from troubleshoot.run.execfail import exec_error
 from troubleshoot.run.procgroup import Leftover
 
 TO_JOB = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
@@ -58,14 +58,6 @@ TRICKLE_PAUSE = {True: 0.001, False: 0.005}  # ...so wait this long (s; pty, pip
 IDLE_FIRST, IDLE_MAX = 0.002, 0.05
 
 
-class ExecError(TroubleshootError):
-    """The command could not be started; `exit_code` is the shell's: 127 not found, 126 not executable."""
-
-    def __init__(self, message: str, exit_code: int):
-        super().__init__(message)
-        self.exit_code = exit_code
-
-
 class RunResult(NamedTuple):
     # Not a dataclass: importing `dataclasses` (and `inspect`, 10 ms) before the job starts
     # would delay every job by that much.
@@ -77,6 +69,7 @@ class RunResult(NamedTuple):
     leftovers: tuple[Leftover, ...] = ()  # still in the job's group when it exited
     killed: bool = False  # a leftover (or the job, after SIGTERM/SIGHUP) needed SIGKILL
     holders: tuple[Leftover, ...] = ()  # outside the group, still holding the output
+    log_error: OSError | None = None  # the log could not be written from then on (a full disk)
 
 
 def _winsize(fd: int) -> bytes | None:
@@ -105,25 +98,6 @@ def std_fds() -> set[int]:
     if sys.stderr is None or 2 in closed:
         sys.stderr = open(os.devnull, "w")
     return closed
-
-
-def exec_error(argv0: str, exc: OSError) -> ExecError:
-    """What a POSIX shell says and returns for a command it cannot run."""
-    path = argv0 if "/" in argv0 else shutil.which(argv0)
-    if isinstance(exc, FileNotFoundError):
-        if path and os.path.lexists(path):
-            return ExecError(f"{argv0}: bad interpreter: the program on its #! line does not exist", 126)
-        return ExecError(f"{argv0}: {'no such file' if '/' in argv0 else 'command not found'}", 127)
-    if path and os.path.isdir(path):
-        return ExecError(f"{argv0}: is a directory", 126)
-    if isinstance(exc, PermissionError):
-        return ExecError(f"{argv0}: permission denied (not executable: chmod +x it, or run it with its "
-                         f"interpreter)", 126)
-    if exc.errno == errno.ENOEXEC:
-        # Decision (docs/plugins.md, `troubleshoot run`): no guessing with /bin/sh, unlike a shell.
-        return ExecError(f"{argv0}: not a valid executable (no #! line, and not a program for this machine); "
-                         f"add a #! line or run it as `sh {argv0}`", 126)
-    return ExecError(f"{argv0}: cannot execute: {exc.strerror or exc}", 126)
 
 
 def _set_foreground(fd: int, pgrp: int) -> None:
@@ -161,8 +135,11 @@ class _Pump:
     (SIGCHLD, our signal handlers), for 2 ms at first, doubling to IDLE_MAX: output that
     resumes after a quiet spell is passed on within that."""
 
-    def __init__(self, sources: dict[int, int | None], log: BinaryIO, on_output, wake: int, poll_outputs: bool):
+    def __init__(self, sources: dict[int, int | None], log: BinaryIO, on_output, wake: int, poll_outputs: bool,
+                 on_log_error: Callable[[OSError], None] | None = None):
         self.sources, self.log, self.on_output, self.wake = dict(sources), log, on_output, wake
+        self.on_log_error = on_log_error
+        self.log_error: OSError | None = None
         # poll, not epoll, for what is polled: an epoll registration stays on the fd, and each of
         # the job's writes (a million for a chatty job) calls into it even while we sleep; poll
         # registers only while it waits. (1M 24-byte writes to a pipe: 0.41 s of the job's system
@@ -240,10 +217,28 @@ class _Pump:
             for k, v in self.sources.items():  # that reader left: stop writing to it
                 if v == target:
                     self.sources[k] = None
-        _write_log(self.log, data)
+        if self.log_error is None:
+            try:
+                _write_log(self.log, data)
+            except OSError as exc:
+                self.stop_logging(exc)
         if self.on_output:
             self.on_output(data)
         return n
+
+    def stop_logging(self, exc: OSError) -> None:
+        """The log cannot be written (its disk is full, its quota used up, its server gone): the
+        job's output still passes through, and what the log holds so far is kept."""
+        self.log_error = exc
+        if self.on_log_error:
+            self.on_log_error(exc)
+
+    def flush_log(self) -> None:
+        if self.log_error is None:
+            try:
+                self.log.flush()
+            except OSError as exc:
+                self.stop_logging(exc)
 
     def drain(self, quiet: float = DRAIN_QUIET, limit: float = GRACE) -> None:
         """After the job and its group: read until every writer closed, or nothing came for
@@ -263,17 +258,12 @@ class _Pump:
         self.view.release()
 
 
-def run(argv: Sequence[str], log: BinaryIO, log_path: Path, on_output: Callable[[bytes], None] | None = None,
-        on_start: Callable[[int], None] | None = None, use_pty: bool | None = None, grace: float = GRACE,
-        closed: set[int] = frozenset()) -> RunResult:
-    """Run `argv`, pumping its output to ours and to `log`; return when it has exited and its
-    process group is empty. `closed`: our outputs that are closed (std_fds())."""
-    out_fd, err_fd = 1, 2
-    if use_pty is None:
-        use_pty = 1 not in closed and os.isatty(out_fd)
-    reads: dict[int, int | None] = {}  # our read end -> where its bytes go (None: nowhere)
+def _job_outputs(use_pty: bool, closed: set[int]) -> tuple[dict[int, int | None], list[int], set[str]]:
+    """The job's stdout and stderr: (our read end -> where its bytes go (None: nowhere), the
+    job's ends, their names as /proc shows them)."""
+    reads: dict[int, int | None] = {}
     child_fds, names = [], set()
-    for target in (out_fd, err_fd):
+    for target in (1, 2):
         if use_pty:
             master, slave = os.openpty()
             # No output processing on the job's side: "\n" stays "\n" (our own terminal adds
@@ -281,7 +271,7 @@ def run(argv: Sequence[str], log: BinaryIO, log_path: Path, on_output: Callable[
             attrs = termios.tcgetattr(slave)
             attrs[1] &= ~termios.OPOST
             termios.tcsetattr(slave, termios.TCSANOW, attrs)
-            size = _winsize(target) if os.isatty(target) else _winsize(out_fd)
+            size = _winsize(target) if os.isatty(target) else _winsize(1)
             if size:
                 fcntl.ioctl(slave, termios.TIOCSWINSZ, size)
             names.add(os.ttyname(slave))
@@ -291,6 +281,20 @@ def run(argv: Sequence[str], log: BinaryIO, log_path: Path, on_output: Callable[
             names.add(os.readlink(f"/proc/self/fd/{slave}"))
         reads[master] = None if target in closed else target
         child_fds.append(slave)
+    return reads, child_fds, names
+
+
+def run(argv: Sequence[str], log: BinaryIO, log_path: Path, on_output: Callable[[bytes], None] | None = None,
+        on_start: Callable[[int], None] | None = None, use_pty: bool | None = None, grace: float = GRACE,
+        closed: set[int] = frozenset(), on_log_error: Callable[[OSError], None] | None = None) -> RunResult:
+    """Run `argv`, pumping its output to ours and to `log`; return when it has exited and its
+    process group is empty. `closed`: our outputs that are closed (std_fds()). A write to the log
+    that fails stops the logging alone: `on_log_error` hears of it once, before `on_output` gets
+    those bytes, and the result's `log_error` says so."""
+    out_fd = 1
+    if use_pty is None:
+        use_pty = 1 not in closed and os.isatty(out_fd)
+    reads, child_fds, names = _job_outputs(use_pty, closed)
 
     interrupted = killed = False
     kill_at: float | None = None
@@ -359,7 +363,7 @@ def run(argv: Sequence[str], log: BinaryIO, log_path: Path, on_output: Callable[
         on_start(pid)
     old = {s: signal.signal(s, forward) for s in (*TO_JOB, *TO_GROUP)}
     old_winch = signal.signal(signal.SIGWINCH, resize) if use_pty else None
-    pump = _Pump(reads, log, on_output, wake_r, poll_outputs=use_pty)
+    pump = _Pump(reads, log, on_output, wake_r, poll_outputs=use_pty, on_log_error=on_log_error)
     # A pipe holds a MiB, so it fills in a few ms only for a job writing hundreds of MB/s, which
     # is read a full buffer at a time anyway; a pseudo-terminal holds a few KiB.
     pause = TRICKLE_PAUSE[use_pty]
@@ -407,8 +411,8 @@ def run(argv: Sequence[str], log: BinaryIO, log_path: Path, on_output: Callable[
                 os.close(fd)
             except OSError:
                 pass
-        log.flush()
-    return result
+        pump.flush_log()
+    return result._replace(log_error=pump.log_error)
 
 
 def _reap(pid: int, handover: bool) -> int | None:
@@ -470,38 +474,3 @@ def _write_all(fd: int, data: bytes) -> bool:
             return False
         view = view[n:]
     return True
-
-
-def default_log_path(argv: Sequence[str], folder: Path | None = None) -> Path:
-    """<stamp>-<job>.log in the state directory (or `folder`); one rank of a multi-node job
-    (srun, torchrun) gets <stamp>-<job>.<node>.rank<N>.log, so the ranks' logs sit side by side
-    in a shared folder and `fleet diagnose` knows each one's node and rank."""
-    from troubleshoot.fixes.journal import state_dir
-
-    name = Path(argv[0]).name if argv else "job"
-    for a in argv[1:3]:
-        if not a.startswith("-"):
-            name += "-" + Path(a).stem
-            break
-    safe = _safe_name(name)[:60]
-    if folder is None:
-        folder = state_dir().parent / "runs"
-    folder.mkdir(parents=True, exist_ok=True)
-    rank = rank_tag()
-    stamp = time.strftime('%Y%m%d-%H%M%S') if rank is None else os.environ.get("SLURM_JOB_ID") or time.strftime('%Y%m%d-%H%M')
-    return folder / f"{stamp}-{safe}{rank or ''}.log"
-
-
-def _safe_name(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)
-
-
-def rank_tag() -> str | None:
-    """'.<node>.rank<N>' under Slurm (SLURM_PROCID, SLURMD_NODENAME) or torchrun (RANK), else None."""
-    import socket
-
-    rank = os.environ.get("SLURM_PROCID") or os.environ.get("RANK")
-    if rank is None or not rank.isdigit():
-        return None
-    node = os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0] or "node"
-    return f".{_safe_name(node).strip('.') or 'node'}.rank{int(rank)}"
