@@ -134,40 +134,15 @@ def open_binary(path: str | None, name: str) -> BinaryIO:
 
 
 def split(stream: BinaryIO, tmpdir: str) -> list[RankStream]:
-    """Spool a merged log into one file per rank (unlabelled lines: rank None)."""
-    out: dict[int | None, tuple[BinaryIO, RankStream]] = {}
-    n = 0
+    """Spool a merged log into one file per rank (unlabelled lines: rank None), in memory that
+    does not grow with a line's length (labelsplit)."""
+    from troubleshoot import labelsplit
+
     try:
-        for raw in iter_lines(stream):
-            n += 1
-            rank, cut = label(raw)
-            entry = out.get(rank)
-            if entry is None:
-                path = os.path.join(tmpdir, f"rank-{'none' if rank is None else rank}.log")
-                entry = out[rank] = (open(path, "wb", buffering=1 << 20), RankStream(rank, path, array("L")))
-            entry[0].write(raw[cut:])
-            entry[1].lines.append(n)
+        spools = labelsplit.split(stream, tmpdir, label)
     except OSError as exc:
         raise TroubleshootError(f"cannot split the merged log into ranks: {exc.strerror or exc}") from None
-    finally:
-        for f, _ in out.values():
-            f.close()
-    return sorted((s for _, s in out.values()), key=lambda s: (s.rank is None, s.rank or 0))
-
-
-def iter_lines(stream: BinaryIO, chunk_size: int = 8 << 20):
-    carry = b""
-    while True:
-        block = stream.read(chunk_size)
-        if not block:
-            break
-        data = carry + block
-        lines = data.split(b"\n")
-        carry = lines.pop()
-        for ln in lines:
-            yield ln + b"\n"
-    if carry:
-        yield carry + b"\n"
+    return [RankStream(rank, path, lines) for rank, path, lines in spools]
 
 
 def stamps_at(path: str, lines: list[int]) -> dict[int, timestamps.Stamp]:

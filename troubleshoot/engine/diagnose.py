@@ -7,9 +7,10 @@ import re
 from dataclasses import dataclass, replace
 from typing import Iterable, Mapping
 
-from troubleshoot.engine import conditions
+from troubleshoot.engine import cmdquote, conditions
 from troubleshoot.engine.scanner import ScanPattern, ScanResult, series_view
 from troubleshoot.model import SEVERITIES, Diagnosis, Evidence, Fix, Rule
+from troubleshoot.textsafe import markdown_inline
 
 LOG_ROLE = "log"
 WITHOUT_ROLE = "without_log"
@@ -293,7 +294,7 @@ def _diagnosis(t: RuleTrace, facts: Mapping | None, extra: Mapping[str, str] | N
             evidence.append(Evidence(source="fact", text=f"{path} = {_short(value)}", path=path, value=value))
         evidence += _pasted_evidence(cond.tree, pasted, evidence)
     confidence = rule.confidence
-    explain = interpolate(rule.explain, words, facts)
+    explain = interpolate(rule.explain, words, facts, markdown=True)
     said = []
     env = dict(facts or {})
     env["log"] = values
@@ -302,7 +303,7 @@ def _diagnosis(t: RuleTrace, facts: Mapping | None, extra: Mapping[str, str] | N
         if conditions.evaluate(ctx.when.tree, env) is True:
             confidence = min(1.0, max(0.0, confidence + ctx.confidence))
             if ctx.note:
-                said.append(interpolate(ctx.note, values, facts))
+                said.append(interpolate(ctx.note, values, facts, markdown=True))
             for path in conditions.paths(ctx.when.tree):
                 if not path.startswith(("log.", "series.")) and not any(e.path == path for e in evidence):
                     value = _lookup(env, path)
@@ -361,20 +362,37 @@ def _short(value, limit: int = 160) -> str:
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)\}")
 
 
-def interpolate(text: str, captures: Mapping[str, str], facts: Mapping | None = None) -> str:
-    """Replace `{name}` with a captured value and `{a.b}` with a fact; unknown names stay."""
+def interpolate(text: str, captures: Mapping[str, str], facts: Mapping | None = None, markdown: bool = False) -> str:
+    """Replace `{name}` with a captured value and `{a.b}` with a fact; unknown names stay. Inside
+    code (a code span or a fenced block: commands a reader copies) values are quoted for the
+    shell. In prose they read as they were found; in Markdown prose (`markdown`: explanations
+    and notes) their own marks are escaped, so a captured `[text](url)` never becomes a link.
+    Titles stay unescaped: each renderer escapes a title as a whole."""
+    if "{" not in text:
+        return text
+    return cmdquote.fill(text, _PLACEHOLDER, lambda name: _value_of(name, captures, facts),
+                         markdown_inline if markdown else cmdquote.as_read)
+
+
+def _fill_value(text: str, captures: Mapping[str, str], facts: Mapping | None) -> str:
+    """A fix parameter: data for the fixer, never Markdown, so every value goes in as read."""
 
     def sub(m: re.Match) -> str:
-        name = m.group(1)
-        if name in captures:
-            return str(captures[name])
-        if "." in name and facts:
-            value = _lookup(facts, name)
-            if value is not None:
-                return _short(value)
-        return m.group(0)
+        value = _value_of(m.group(1), captures, facts)
+        return m.group(0) if value is None else value
 
     return _PLACEHOLDER.sub(sub, text)
+
+
+def _value_of(name: str, captures: Mapping[str, str], facts: Mapping | None) -> str | None:
+    """What `{name}` stands for: a captured value, else a fact (`{a.b}`); None when neither."""
+    if name in captures:
+        return str(captures[name])
+    if "." in name and facts:
+        value = _lookup(facts, name)
+        if value is not None:
+            return _short(value)
+    return None
 
 
 def render_fix(ref, captures: Mapping[str, str], facts: Mapping | None) -> Fix:
@@ -382,7 +400,7 @@ def render_fix(ref, captures: Mapping[str, str], facts: Mapping | None) -> Fix:
     params = {}
     for key, value in ref.params.items():
         if isinstance(value, str):
-            new = interpolate(value, captures, facts)
+            new = _fill_value(value, captures, facts)
             if _PLACEHOLDER.fullmatch(new):
                 continue  # an optional value the log did not provide
             value = new

@@ -54,11 +54,6 @@ def _lit(code: int) -> str:
     return "\\" + ch if ch in _ERE_SPECIAL else ch
 
 
-def _class_char(code: int) -> str:
-    ch = chr(code)
-    return {"]": "\\]", "\\": "\\\\", "^": "\\^", "-": "\\-"}.get(ch, ch)
-
-
 def _seq(items: list) -> str:
     return "".join(_item(op, arg) for op, arg in items)
 
@@ -100,16 +95,23 @@ def _bracket_char(code: int) -> str:
 
 
 def _in(items: list) -> str:
-    negate = False
+    """A POSIX bracket: no escapes inside, so ']' goes first, '-' last and '^' anywhere but
+    first; the characters are collected apart rather than marked in the text, since a class may
+    itself hold any character."""
+    negate, close, dash, caret = False, False, False, False
     parts: list[str] = []
     for op, arg in items:
         if op is _c.NEGATE:
             negate = True
         elif op is _c.LITERAL:
-            if chr(arg) not in "\n\r":
-                parts.append(_class_char(arg))
+            ch = chr(arg)
+            close, dash, caret = close or ch == "]", dash or ch == "-", caret or ch == "^"
+            if ch not in "\n\r]-^":
+                parts.append(ch)
         elif op is _c.RANGE:
-            parts.append(f"{_class_char(arg[0])}-{_class_char(arg[1])}")
+            if any(chr(c) in "]-^" for c in arg):
+                raise ValueError("a range bounded by ']', '-' or '^' in a bracket")
+            parts.append(f"{chr(arg[0])}-{chr(arg[1])}")
         elif op is _c.CATEGORY:
             if arg in _CATEGORY:
                 parts.append(_CATEGORY[arg])
@@ -120,17 +122,9 @@ def _in(items: list) -> str:
         else:
             raise ValueError(f"cannot express {op} in a bracket")
     body = "".join(parts)
-    # POSIX brackets have no escapes: put ']' first, '-' last, and '\\' as itself.
-    body = body.replace("\\\\", "\x00").replace("\\]", "\x01").replace("\\-", "\x02").replace("\\^", "\x03")
-    special = ""
-    if "\x01" in body:
-        body = body.replace("\x01", "")
-        special = "]"
-    tail = ""
-    if "\x02" in body:
-        body = body.replace("\x02", "")
-        tail = "-"
-    body = body.replace("\x00", "\\").replace("\x03", "^")
-    if body.startswith("^"):
-        body = body[1:] + "^"
-    return f"[{'^' if negate else ''}{special}{body}{tail}]"
+    lead = "^" if negate else ""
+    if caret and not body and not close:  # '^' may not open the bracket
+        if dash:
+            return f"[{lead}-^]"
+        return "[^^]" if negate else "\\^"
+    return f"[{lead}{']' if close else ''}{body}{'^' if caret else ''}{'-' if dash else ''}]"

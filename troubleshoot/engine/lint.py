@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from troubleshoot.engine import conditions
-from troubleshoot.engine.literals import nested_quantifier
+from troubleshoot.engine.backtrack import superlinear
 from troubleshoot.engine.ruleset import RuleSet
 from troubleshoot.errors import Problem
 
@@ -66,10 +66,9 @@ def lint(ruleset: RuleSet, extra_areas: frozenset[str] = frozenset(), fixers: di
                 problems.append(Problem(rule.origin.path, p.line, f"rule {rule.id!r}: regex does not compile in "
                                         f"Python's re (used where RE2 is not installed): {exc}"))
                 continue
-            if nested_quantifier(p.regex):
-                problems.append(Problem(rule.origin.path, p.line, f"rule {rule.id!r}: nested repetition (like (a+)+ or "
-                                        f"(.*x){{n}}) can take exponential time in Python's re; troubleshoot runs it with "
-                                        f"RE2 when installed, but rewrite it without nesting", level="warning"))
+            why = superlinear(p.regex)
+            if why:  # RE2 runs it in linear time, but where no RE2 wheel exists the rule is refused
+                problems.append(Problem(rule.origin.path, p.line, f"rule {rule.id!r}: regex has {why}"))
         problems += hedge_problems(rule)
         for p in rule.log:
             hits = sum(1 for line in ORDINARY_LINES if p.regex.search(line))

@@ -74,35 +74,3 @@ def _required_of_item(op, arg) -> set[str] | None:
         # alone, and not worth combining; treat as unknown.
         return None
     return None
-
-
-def nested_quantifier(regex: re.Pattern) -> bool:
-    """True when a repeated group contains another unbounded repeat, `(a+)+` or `(.*a){20}`:
-    the shape that makes a backtracking engine (Python's `re`) take exponential time."""
-    try:
-        parsed = _p.parse(regex.pattern, regex.flags)
-    except Exception:
-        return False
-    return _nested(list(parsed), inside_repeat=False)
-
-
-def _nested(items: list, inside_repeat: bool) -> bool:
-    for op, arg in items:
-        if op in (_c.MAX_REPEAT, _c.MIN_REPEAT):
-            low, high, body = arg
-            unbounded = high is _c.MAXREPEAT or high > 1
-            if inside_repeat and unbounded:
-                return True
-            if _nested(list(body), inside_repeat or (unbounded and _has_repeat_or_group(list(body)))):
-                return True
-        elif op is _c.SUBPATTERN:
-            if _nested(list(arg[-1]), inside_repeat):
-                return True
-        elif op is _c.BRANCH:
-            if any(_nested(list(b), inside_repeat) for b in arg[1]):
-                return True
-    return False
-
-
-def _has_repeat_or_group(items: list) -> bool:
-    return any(op in (_c.SUBPATTERN, _c.BRANCH, _c.MAX_REPEAT, _c.MIN_REPEAT) for op, _ in items)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from troubleshoot.engine import conditions
+from troubleshoot.engine.backtrack import superlinear
 from troubleshoot.engine.lazy import lazy_module
 
 # YAML is parsed only when a rule file changed (see load_rule_file): most runs never import it.
@@ -101,17 +102,16 @@ def load_team_symptoms(path: Path, known: dict[str, str]) -> tuple[dict[str, tup
 
 
 def _taxonomy_cache(path: Path, taxonomy: dict[str, str] | None = None) -> dict[str, str] | None:
-    """The parsed taxonomy of an unchanged file (JSON keyed by path, size and mtime); with
+    """The parsed taxonomy of an unchanged file (JSON keyed by path and file_stamp); with
     `taxonomy`, store it."""
     import json
 
     from troubleshoot import usercache
 
     try:
-        st = path.stat()
+        stamp = [str(path.resolve()), *file_stamp(path)]
     except OSError:
         return None
-    stamp = [str(path.resolve()), st.st_size, st.st_mtime_ns]
     # Its own folder: the rules folder holds one cache file per rule file and nothing else.
     import hashlib
 
@@ -133,6 +133,15 @@ def _taxonomy_cache(path: Path, taxonomy: dict[str, str] | None = None) -> dict[
 
 
 CACHE_FORMAT = 2
+
+
+def file_stamp(path: Path) -> tuple[int, ...]:
+    """What says a file is the one a cache entry was made from. Size and mtime alone miss a file
+    rewritten at the same size with its mtime kept (`cp -p`, `rsync -t`, an editor that restores
+    it): the change time moves on any write and cannot be set back, and a file renamed over the
+    old one has another inode."""
+    st = path.stat()
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
 
 
 def _cache_file(path: Path, folder: str = "rules") -> Path:
@@ -182,17 +191,17 @@ def document(path: Path, folder: str = "rules") -> tuple[str, Any]:
     from troubleshoot import __version__
 
     try:
-        st = path.stat()
-        stamp = (__version__, str(path), st.st_mtime_ns, st.st_size)
+        size, *rest = file_stamp(path)
     except OSError as exc:
         return "problems", [(None, f"cannot read: {exc.strerror or exc}")]
+    stamp = (__version__, str(path), size, *rest)
     cache = _cache_file(path, folder)
     cached = _read_cache(cache, stamp)
     if cached is not None:
         return cached
     global PARSED
     PARSED += 1
-    kind, payload = _parse_document(path, st.st_size)
+    kind, payload = _parse_document(path, size)
     _write_cache(cache, stamp, kind, payload)
     return kind, payload
 
@@ -413,8 +422,12 @@ class _CheckedPatterns:
     of every rule to check it was a sixth of a cold start, for patterns that rarely change. The
     file is keyed by what decides the answer (the engines and their versions)."""
 
+    # Part of the key: bump it whenever check_pattern's verdicts change.
+    CHECKS = 2
+
     def __init__(self):
         self.known: set[str] | None = None
+        self.runs: bool | None = None  # whether RE2 was there when `known` was read (it can go away)
         self.added = False
 
     def _path(self):
@@ -424,10 +437,13 @@ class _CheckedPatterns:
         from troubleshoot import __version__, usercache
 
         re2 = sys.modules.get("re2")
-        key = f"{__version__} {sys.version} re2={getattr(re2, '__version__', re2 is not None)}"
+        key = (f"{__version__} {sys.version} re2={getattr(re2, '__version__', re2 is not None)} "
+               f"runs={re2_available()} checks={self.CHECKS}")
         return usercache.cache_dir("patterns") / (hashlib.sha256(key.encode()).hexdigest()[:32] + ".marshal")
 
     def load(self) -> set[str]:
+        if self.runs != re2_available():
+            self.known, self.runs = None, re2_available()
         if self.known is None:
             import marshal
 
@@ -474,9 +490,14 @@ def _check_pattern(source: str) -> str | None:
     complaint = _readable(re2_compatible(source))
     if complaint or not re2_available():
         try:
-            compile_ascii(source)
+            regex = compile_ascii(source)
         except re.error as exc:
             return f"regex does not compile: {exc}"
+        # Where Python's re runs the pattern (no RE2), a shape it takes exponential time on would
+        # hang the scan; a backreference, which RE2 refuses, is named for what it costs.
+        why = superlinear(regex)
+        if why:
+            return f"regex has {why}"
     if complaint:
         return f"regex is outside the RE2 subset (no backreferences or lookaround): {complaint}"
     return None

@@ -3,8 +3,8 @@
 result that changes only when a rule file, a shipped table or this code does.
 
 The key is everything the build reads: each pack's name and folder, the stamp (size, mtime,
-ctime, inode) of every file the loader would read in it, the shipped tables, the source files
-of the modules that build rules and of RE2, and the interpreter. One cache file per set of
+ctime, inode, device) of every file the loader would read in it, the shipped tables, the source
+files of the modules that build rules and of RE2, and the interpreter. One cache file per set of
 packs and interpreter (two venvs, or a team folder given or not, do not overwrite each other's).
 
 The rule set is stored as marshal of plain tuples, like each file's YAML (loader), never as a
@@ -32,7 +32,7 @@ def _stamp(path: Path) -> tuple | None:
         st = os.stat(path)
     except OSError:
         return None
-    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
 
 
 def code_stamps() -> list:

@@ -26,12 +26,11 @@ import io
 import os
 import re
 import stat
-import struct
 from collections import deque
 from dataclasses import dataclass, field
 from typing import BinaryIO, Callable, Iterable, NamedTuple, Sequence
 
-from troubleshoot.engine import scanpool
+from troubleshoot.engine import backtrack, rewindow, scanpool, utf8view
 from troubleshoot.engine.literals import required_literals
 from troubleshoot.engine.values import parse_bytes
 
@@ -307,6 +306,10 @@ class _Re2Candidates(_Candidates):
         self.dirty = False
 
     def spans(self, chunk: bytes, end: int):
+        copy = utf8view.repaired(chunk)  # RE2 reads valid UTF-8 only, the verifier any bytes
+        return self._spans(chunk) if copy is None else utf8view.mapped_back(self._spans(copy), copy, chunk)
+
+    def _spans(self, chunk: bytes):
         if self.dirty:  # patterns retired since the last chunk (or by a caller that read ahead)
             self._build()
         scan = chunk.translate(_CR_TO_LF) if self.anchored and b"\r" in chunk else chunk
@@ -349,15 +352,6 @@ class _LiteralCandidates(_Candidates):
     def spans(self, chunk: bytes, end: int):
         if self.dirty:
             self._build()
-        if self.always:
-            start = 0
-            n = len(chunk)
-            while start < n:
-                end = chunk.find(b"\n", start)
-                end = n if end < 0 else end
-                yield start, end, None
-                start = end + 1
-            return
         found: dict[int, set[int]] = {}
         for table, text in ((self.by_literal, chunk), (self.by_folded, chunk.lower() if self.by_folded else b"")):
             for lit, idxs in table.items():
@@ -366,12 +360,24 @@ class _LiteralCandidates(_Candidates):
                     start, end = _line_span(chunk, pos)
                     found.setdefault(start, set()).update(idxs)
                     pos = text.find(lit, end + 1) if end + 1 < len(text) else -1
-        retired = self.retired
-        for start in sorted(found):
-            live = sorted(i for i in found[start] if i not in retired)  # retired by the lines before
+        # Patterns without a literal are tried on every line; the others still only where theirs is.
+        starts = _line_starts(chunk) if self.always else sorted(found)
+        retired, always = self.retired, self.always
+        for start in starts:
+            idxs = found.get(start)
+            wanted = idxs.union(always) if idxs else always
+            live = sorted(i for i in wanted if i not in retired)  # retired by the lines before
             if live:
                 _, end = _line_span(chunk, start)
                 yield start, end, live
+
+
+def _line_starts(chunk: bytes):
+    start, n = 0, len(chunk)
+    while start < n:
+        yield start
+        start = chunk.find(b"\n", start)
+        start = n if start < 0 else start + 1
 
 
 def _re2_source(p: "ScanPattern") -> str:
@@ -795,13 +801,26 @@ class _Verifiers(dict):
 
 def _verifier(p: ScanPattern, backend: str | None) -> Callable[[str], "tuple | None"]:
     """The function that decides a candidate segment: (start, end, captures) or None. RE2
-    (linear time, whatever the pattern) when installed, else the pattern's own `re`."""
-    if backend != "re" and _re2 is not None:
-        try:
-            return _re2_finder(_re2_compile(_re2_source(p)))
-        except Exception:
-            pass
-    return _re_finder(p.compiled)
+    (linear time, whatever the pattern) when installed, else the pattern's own `re` in bounded
+    windows (rewindow). A pattern `re` may take exponential time on is left to RE2 whichever
+    engine was asked for; without RE2 it never matches (the loader refuses it there)."""
+    found = _re2_verifier(p) if backend != "re" else None
+    if found is None and backtrack.superlinear(p.compiled) is not None:
+        return _re2_verifier(p) or _never
+    return found or rewindow.finder(p.compiled)
+
+
+def _re2_verifier(p: ScanPattern):
+    if _re2 is None:
+        return None
+    try:
+        return _re2_finder(_re2_compile(_re2_source(p)))
+    except Exception:
+        return None
+
+
+def _never(seg: str) -> None:
+    return None
 
 
 def _re_finder(rx: re.Pattern):
@@ -1026,7 +1045,7 @@ def _scan_forked(span: FileSpan, patterns: Sequence[ScanPattern], finder: _Candi
     cuts = _cuts(fd, span.at, parts, chunk_size)
     if cuts is None:
         return None
-    counters = _Counters(len(cuts) - 2, progress, cuts[-1] - cuts[0])
+    counters = scanproc.Counters(len(cuts) - 2, progress, cuts[-1] - cuts[0])
     children: list[scanproc.Child] = []
     hits: dict[tuple[str, str], GroupHits] = {}
     check = _checker(patterns, hits, finder)
@@ -1145,54 +1164,6 @@ def _replay(batch: list, base: int, patterns: Sequence[ScanPattern], hits: dict,
             if not matches:
                 continue
         _apply(base + line, matches, patterns, hits, finder)
-
-
-class _Counters:
-    """Bytes read by this process and by each child (in shared memory), for `progress`: never
-    more than the file held when it was cut (a range a child left is read twice), never less
-    than what was reported before."""
-
-    def __init__(self, children: int, progress, size: int):
-        self.progress = progress
-        self.size = size
-        self.last = 0
-        self.phases: list[int] = []
-        self.shared = None
-        if progress is not None and children:
-            import mmap
-
-            self.shared = mmap.mmap(-1, 8 * children)  # MAP_SHARED: the children write into it
-
-    def own(self):
-        """A progress callback for one more range this process reads (each counts from 0)."""
-        self.phases.append(0)
-        k = len(self.phases) - 1
-
-        def read(n: int) -> None:
-            self.phases[k] = n
-            self.report()
-        return read if self.progress is not None else None
-
-    def child(self, k: int):
-        if self.shared is None:
-            return None
-        shared = self.shared
-
-        def wrote(n: int) -> None:  # pragma: no cover - runs in a forked child
-            struct.pack_into("<Q", shared, 8 * k, n)
-        return wrote
-
-    def report(self, final: int | None = None) -> None:
-        if self.progress is None:
-            return
-        if final is None:
-            others = 0
-            if self.shared is not None:
-                others = sum(struct.unpack_from(f"<{len(self.shared) // 8}Q", self.shared))
-            final = min(sum(self.phases) + others, self.size)
-        if final > self.last:
-            self.last = final
-            self.progress(final)
 
 
 class _Chunks:

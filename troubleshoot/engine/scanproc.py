@@ -195,3 +195,51 @@ def _sender(fd: int) -> Callable[[object], int]:  # pragma: no cover - runs in t
             view = view[os.write(fd, view):]
         return len(data)
     return send
+
+
+class Counters:
+    """Bytes read by this process and by each child (in shared memory), for `progress`: never
+    more than the file held when it was cut (a range a child left is read twice), never less
+    than what was reported before."""
+
+    def __init__(self, children: int, progress, size: int):
+        self.progress = progress
+        self.size = size
+        self.last = 0
+        self.phases: list[int] = []
+        self.shared = None
+        if progress is not None and children:
+            import mmap
+
+            self.shared = mmap.mmap(-1, 8 * children)  # MAP_SHARED: the children write into it
+
+    def own(self):
+        """A progress callback for one more range this process reads (each counts from 0)."""
+        self.phases.append(0)
+        k = len(self.phases) - 1
+
+        def read(n: int) -> None:
+            self.phases[k] = n
+            self.report()
+        return read if self.progress is not None else None
+
+    def child(self, k: int):
+        if self.shared is None:
+            return None
+        shared = self.shared
+
+        def wrote(n: int) -> None:  # pragma: no cover - runs in a forked child
+            struct.pack_into("<Q", shared, 8 * k, n)
+        return wrote
+
+    def report(self, final: int | None = None) -> None:
+        if self.progress is None:
+            return
+        if final is None:
+            others = 0
+            if self.shared is not None:
+                others = sum(struct.unpack_from(f"<{len(self.shared) // 8}Q", self.shared))
+            final = min(sum(self.phases) + others, self.size)
+        if final > self.last:
+            self.last = final
+            self.progress(final)
