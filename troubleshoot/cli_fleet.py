@@ -26,7 +26,7 @@ def add_parser(sub, add_rules_arg, parser_class) -> None:
     p.add_argument("--out", metavar="DIR", required=True, help="folder for <node>.json")
     p.add_argument("--timeout", type=float, default=60, metavar="S", help="per-node deadline in seconds (default 60)")
     p.add_argument("--command", dest="remote_command", metavar="CMD",
-                   help="what each node runs instead of `python -m troubleshoot probe --format json`")
+                   help="what each node runs instead of this troubleshoot's `probe --format json`")
     p.add_argument("--python", metavar="PATH", help="on each node, the interpreter whose frameworks to probe")
     p.add_argument("--format", choices=("text", "json"), default="text",
                    help="text: one line per node as it answers (default); json: every node's result at the end")

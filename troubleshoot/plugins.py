@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import sys
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 import pluggy
 
 from troubleshoot import hookspecs
 from troubleshoot.errors import TroubleshootError
+from troubleshoot.textsafe import terminal_safe
 
 ENTRY_POINT_GROUP = "troubleshoot"
 BUILTIN = ("troubleshoot.probes.builtin",)
@@ -20,6 +22,9 @@ BUILTIN = ("troubleshoot.probes.builtin",)
 class Plugins:
     pm: pluggy.PluginManager
     problems: list[str] = field(default_factory=list)
+    # Told of each hook failure as it happens (a command's warning line): hooks run long after
+    # the plugins were loaded and their load problems shown.
+    report: Callable[[str], None] | None = None
 
     def collect(self, hook: str) -> list:
         """Flatten one hook's lists over all plugins; a plugin that raises is reported, not fatal."""
@@ -29,7 +34,11 @@ class Plugins:
             try:
                 result = impl.function()
             except Exception as exc:  # a broken plugin must not stop a diagnosis
-                self.problems.append(f"plugin {impl.plugin_name}: {hook} failed: {type(exc).__name__}: {exc}")
+                problem = f"plugin {impl.plugin_name}: {hook} failed: {type(exc).__name__}: {exc}"
+                if problem not in self.problems:
+                    self.problems.append(problem)
+                    if self.report is not None:
+                        self.report(problem)
                 continue
             if result:
                 out.extend(result)
@@ -62,10 +71,8 @@ def _import_local(name: str):
     try:
         if as_file:
             return _import_file(name)
-        here = os.getcwd()
-        if here not in sys.path and "" not in sys.path:
-            sys.path.append(here)  # last: an installed module of the same name still wins
-        return importlib.import_module(name)
+        with _on_path(os.getcwd()):
+            return importlib.import_module(name)
     except TroubleshootError:
         raise
     except Exception as exc:
@@ -74,16 +81,35 @@ def _import_local(name: str):
 
 
 def _import_file(name: str):
-    import importlib.util
     from pathlib import Path
 
     path = Path(name).expanduser()
     if not path.is_file():
         raise TroubleshootError(f"cannot load plugin file {name!r} (-p): no such file")
-    # Its folder goes on the path so that the plugin can import its sibling modules.
-    folder = str(path.resolve().parent)
-    if folder not in sys.path:
+    # Its folder is on the path while it is imported, so that it can import its sibling modules.
+    with _on_path(str(path.resolve().parent)):
+        return _exec_file(name, path)
+
+
+@contextlib.contextmanager
+def _on_path(folder: str):
+    """`folder` last on sys.path (an installed module of the same name still wins) for the
+    duration of one plugin's import only: the folder a user happens to be in, or a plugin's,
+    must not answer the lazy imports that come later (pynvml, a framework, the standard library)."""
+    added = folder not in sys.path
+    if added:
         sys.path.append(folder)
+    try:
+        yield
+    finally:
+        if added and folder in sys.path:
+            sys.path.remove(folder)
+
+
+def _exec_file(name: str, path):
+    import importlib.util
+    from pathlib import Path
+
     module_name = path.stem
     existing = sys.modules.get(module_name)
     if existing is not None:
@@ -167,4 +193,4 @@ def _load(value: str):
 
 def warn(problems: Sequence[str]) -> None:
     for p in problems:
-        print(f"troubleshoot: warning: {p}", file=sys.stderr)
+        print(f"troubleshoot: warning: {terminal_safe(p)}", file=sys.stderr)

@@ -48,7 +48,10 @@ def load_snapshots(folder: Path) -> tuple[dict[str, dict], list[str]]:
         try:
             loaded = snapshot.load(path)
         except TroubleshootError as exc:
-            warnings.append(f"{exc} (skipped)")
+            warnings.append(f"{exc}; node {path.stem} left out")
+            continue
+        except Exception as exc:  # one node's file never stops the report on the others
+            warnings.append(f"{path}: unreadable ({type(exc).__name__}: {str(exc)[:200]}); node {path.stem} left out")
             continue
         warnings += loaded.warnings
         facts[path.stem] = loaded.facts
@@ -74,11 +77,13 @@ def diagnose_fleet(folder: Path, ruleset, extra_logs: Sequence[str] = ()) -> Fle
     logs = node_logs(folder, list(facts), extra_logs)
     if not facts and not logs:
         raise TroubleshootError(f"no snapshots (<node>.json) or logs in {folder}")
-    nodes = sorted(set(facts) | {s.node for s in logs if s.node})
+    log_nodes = {s.node for s in logs if s.node}
     per_node: dict[str, list[Diagnosis]] = {}
-    for node in nodes:
-        own = [FactsSource(facts[node], f"snapshot {node}", node)] if node in facts else []
-        per_node[node] = pipeline.diagnose_sources(Sources([], own), ruleset).diagnoses if own else []
+    for node in sorted(set(facts) | log_nodes):
+        found = _node_diagnoses(node, facts, ruleset, warnings)
+        if node in facts or node in log_nodes:  # facts that could not be diagnosed leave the node out
+            per_node[node] = found
+    nodes = list(per_node)
     job: list[Diagnosis] = []
     headline = None
     if logs:
@@ -90,6 +95,22 @@ def diagnose_fleet(folder: Path, ruleset, extra_logs: Sequence[str] = ()) -> Fle
                 if d.count and node in per_node:
                     per_node[node] = _ranked_in(per_node[node], d)
     return FleetResult(nodes, compare(facts), per_node, job, headline, warnings, len(logs))
+
+
+def _node_diagnoses(node: str, facts: dict[str, dict], ruleset, warnings: list[str]) -> list[Diagnosis]:
+    """One node's diagnoses from its facts; a node whose facts cannot be diagnosed is reported
+    and left out of the comparison, and the others go on."""
+    from troubleshoot import pipeline
+
+    if node not in facts:
+        return []
+    try:
+        return pipeline.diagnose_sources(Sources([], [FactsSource(facts[node], f"snapshot {node}", node)]),
+                                         ruleset).diagnoses
+    except Exception as exc:
+        warnings.append(f"snapshot {node}: cannot be diagnosed ({type(exc).__name__}: {str(exc)[:200]}); left out")
+        del facts[node]
+        return []
 
 
 def _ranked_in(current: list[Diagnosis], d: Diagnosis) -> list[Diagnosis]:

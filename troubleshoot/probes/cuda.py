@@ -11,6 +11,9 @@ from troubleshoot.probes.base import ProbeContext
 LIBS = ("libcudart", "libcublas", "libcublasLt", "libcudnn", "libnccl", "libcuda", "libnvidia-ml",
         "libnvJitLink", "libcusparse", "libcufft", "libcurand")
 _SONAME = re.compile(r"^(?P<name>lib[A-Za-z_+-]+?)\.so(?:\.(?P<version>[0-9][0-9.]*))?$")
+# What the snapshot schema accepts as cuda.libraries[].version (its `pattern`): numbers short
+# enough to compare as integers; anything else is no version at all.
+VERSION = re.compile(r"[0-9]{1,9}(?:\.[0-9]{1,9}){0,7}")
 MAX_DIR_FILES = 5000
 
 
@@ -75,7 +78,11 @@ def library(filename: str, path: str, source: str) -> dict | None:
     m = _SONAME.match(filename)
     if not m or m.group("name") not in LIBS:
         return None
-    return {"name": m.group("name"), "version": m.group("version"), "path": path, "source": source}
+    return {"name": m.group("name"), "version": _version(m.group("version")), "path": path, "source": source}
+
+
+def _version(text: str | None) -> str | None:
+    return text if isinstance(text, str) and VERSION.fullmatch(text) else None
 
 
 def _first_existing(ctx: ProbeContext, paths: list[str]) -> str | None:
@@ -90,7 +97,7 @@ def _add(libs: list[dict], filename: str, path: str, source: str, ctx: ProbeCont
     try:  # a bare "libcudart.so" symlink names its version in its target
         target = Path(os.path.realpath(ctx.path(path))).name
         tm = _SONAME.match(target)
-        if tm and tm.group("version") and len(tm.group("version")) > len(version or ""):
+        if tm and _version(tm.group("version")) and len(tm.group("version")) > len(version or ""):
             version = tm.group("version")
     except OSError:
         pass
@@ -99,22 +106,26 @@ def _add(libs: list[dict], filename: str, path: str, source: str, ctx: ProbeCont
 
 def versions(libs: list[dict]) -> dict[str, list[str]]:
     """Distinct versions of each library, a soname version ("12") folded into a fuller one
-    of the same release ("12.1.105") so that one install counts once."""
+    of the same release ("12.1.105") so that one install counts once. Entries without a name
+    or a well-formed version (a snapshot from elsewhere) are left out."""
     found: dict[str, set[str]] = {}
-    for lib in libs:
-        if lib.get("version"):
-            found.setdefault(lib["name"], set()).add(lib["version"])
+    for lib in _well_formed(libs):
+        found.setdefault(lib["name"], set()).add(lib["version"])
     out = {}
     for name, vs in sorted(found.items()):
         keep = [v for v in vs if not any(o != v and o.startswith(v + ".") for o in vs)]
-        out[name] = sorted(keep, key=lambda v: [int(x) if x.isdigit() else 0 for x in v.split(".")])
+        out[name] = sorted(keep, key=lambda v: [int(x) for x in v.split(".")])
     return out
+
+
+def _well_formed(libs: list) -> list[dict]:
+    return [lib for lib in libs if isinstance(lib, dict) and isinstance(lib.get("name"), str)
+            and _version(lib.get("version"))]
 
 
 def conflicts(libs: list[dict]) -> list[dict]:
     """Libraries found with different major versions on the loader path (a classic skew)."""
     majors: dict[str, set[str]] = {}
-    for lib in libs:
-        if lib["version"]:
-            majors.setdefault(lib["name"], set()).add(lib["version"].split(".")[0])
+    for lib in _well_formed(libs):
+        majors.setdefault(lib["name"], set()).add(lib["version"].split(".")[0])
     return [{"name": n, "majors": sorted(v)} for n, v in sorted(majors.items()) if len(v) > 1]

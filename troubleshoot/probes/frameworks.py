@@ -27,6 +27,23 @@ QUICK_TIMEOUT = 10.0
 MARKER = "@@troubleshoot-frameworks@@"
 FRAMEWORKS = ("torch", "tensorflow", "jax")
 
+# Runs first in every child, before any import that could be looked up on sys.path. `python -c`
+# puts the working folder first on sys.path, so a torch.py or json.py in whatever folder the user
+# happens to be in would run (and lie about torch). -P/PYTHONSAFEPATH would do it but need Python
+# 3.11, and -I or -E would also hide the user's own PYTHONPATH and site-packages, which are where
+# the frameworks are. So: drop '' and relative entries (they follow the working folder), then
+# leave that folder for the file system root, so nothing later resolves against it either.
+ISOLATE = r'''
+import sys
+sys.path[:] = [p for p in sys.path if p]
+import os
+sys.path[:] = [p for p in sys.path if os.path.isabs(p)]
+try:
+    os.chdir(os.path.abspath(os.sep))
+except OSError:
+    pass
+'''
+
 # Runs in the user's interpreter: standard library only, every step guarded.
 SCRIPT = r'''
 import importlib.util, json, sys, traceback
@@ -197,7 +214,7 @@ _MACHINE_ENV = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "ROCR_VISIBLE_
 
 def _child(ctx: ProbeContext, script: str, timeout: float) -> tuple[dict | None, str | None]:
     """The JSON a script printed after MARKER, or (None, why not)."""
-    r = ctx.run([ctx.python, "-c", script], timeout=timeout)
+    r = ctx.run([ctx.python, "-c", ISOLATE + script], timeout=timeout)
     if r.error:
         return None, r.error
     line = next((ln for ln in reversed(r.stdout.splitlines()) if ln.startswith(MARKER)), None)

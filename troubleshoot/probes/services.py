@@ -75,6 +75,8 @@ def _process_running(ctx: ProbeContext, name: str) -> bool:
 
 
 def node(ctx: ProbeContext) -> dict:
+    from troubleshoot.snapshot import valid_node_name
+
     out: dict = {"available": True, "hostname": socket.gethostname()}
     out["gpu_services"] = {u: _unit_state(ctx, u) for u in GPU_SERVICES}
     slurm = None
@@ -83,16 +85,19 @@ def node(ctx: ProbeContext) -> dict:
     if ctx.which("scontrol") and (ctx.env.get("SLURMD_NODENAME") or ctx.env.get("SLURM_JOB_ID")
                                   or _process_running(ctx, "slurmd")):
         short = out["hostname"].split(".")[0]
-        r = ctx.run(["scontrol", "show", "node", short], timeout=4)
-        m = re.search(r"NodeName=(\S+)", r.stdout) if r.ok else None
+        # A host name that could read as an option is never handed to scontrol.
+        r = ctx.run(["scontrol", "show", "node", short], timeout=4) if valid_node_name(short) else None
+        m = re.search(r"NodeName=(\S+)", r.stdout) if r is not None and r.ok else None
         if m:
             slurm = m.group(1)
             state = re.search(r"\bState=(\S+)", r.stdout)
             out["slurm_state"] = state.group(1) if state else None
-    out["slurm_node"] = slurm or ctx.env.get("SLURMD_NODENAME") or None
+    slurm = slurm or ctx.env.get("SLURMD_NODENAME") or None
+    # Fixers pass these to scontrol and kubectl: a name that is not one is not recorded.
+    out["slurm_node"] = slurm if valid_node_name(slurm) else None
     out.setdefault("slurm_state", None)
     k8s = None
     if ctx.env.get("KUBERNETES_SERVICE_HOST") or ctx.path("/var/lib/kubelet/config.yaml").exists():
         k8s = ctx.env.get("NODE_NAME") or ctx.env.get("KUBE_NODE_NAME") or out["hostname"]
-    out["kubernetes_node"] = k8s
+    out["kubernetes_node"] = k8s if valid_node_name(k8s) else None
     return out
