@@ -13,6 +13,7 @@ from typing import Sequence
 
 from troubleshoot import __version__
 from troubleshoot.errors import TroubleshootError
+from troubleshoot.textsafe import terminal_safe
 
 PROG = "troubleshoot"
 MAX_WARNINGS = 12
@@ -246,8 +247,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from troubleshoot import cli_fleet
 
             return cli_fleet.cmd_fleet(args, _plugins(args))
-    except TroubleshootError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+    except TroubleshootError as exc:  # the one place errors are printed: what they quote is data
+        print(f"{PROG}: error: {terminal_safe(str(exc), keep_newlines=False)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
@@ -272,13 +273,20 @@ def command_line(*words: str, args=None) -> str:
     return shlex.join(["troubleshoot", *words, *(_hint_args(args) if args is not None else [])])
 
 
+def print_warning(message: object) -> None:
+    """One line on stderr; the file names, keys and values it quotes are data."""
+    print(f"{PROG}: warning: {terminal_safe(str(message), keep_newlines=False)}", file=sys.stderr)
+
+
 def _warn_problems(ruleset, args=None) -> None:
     problems = ruleset.problems
     for p in problems[:MAX_WARNINGS]:
-        print(f"{PROG}: {'warning: ' if p.level == 'error' else ''}{p}", file=sys.stderr)  # a warning says so itself
+        if p.level == "error":
+            print_warning(p)
+        else:  # a warning says so itself
+            print(f"{PROG}: {terminal_safe(str(p), keep_newlines=False)}", file=sys.stderr)
     if len(problems) > MAX_WARNINGS:
-        print(f"{PROG}: warning: ... and {len(problems) - MAX_WARNINGS} more (run `{command_line('rules', 'lint', args=args)}`)",
-              file=sys.stderr)
+        print_warning(f"... and {len(problems) - MAX_WARNINGS} more (run `{command_line('rules', 'lint', args=args)}`)")
 
 
 def _use_rich(choice: str) -> bool:
@@ -301,7 +309,7 @@ def _plugins(args):
 
     plugins = load_plugins(args.plugins)
     warn(plugins.problems)
-    plugins.problems.clear()
+    plugins.report = lambda problem: warn([problem])
     return plugins
 
 
@@ -315,7 +323,7 @@ def _facts_sources(args, plugins) -> list:
 
         loaded = snapshot.load(args.snapshot)
         for w in loaded.warnings:
-            print(f"{PROG}: warning: {w}", file=sys.stderr)
+            print_warning(w)
         return [FactsSource(loaded.facts, f"snapshot {args.snapshot}")]
     if getattr(args, "no_probe", False):
         return []
@@ -351,13 +359,11 @@ def cmd_diagnose(args) -> int:
     elif args.format == "markdown":
         from troubleshoot.report import markdown
 
-        sys.stdout.write(markdown.render(result.diagnoses, source))
+        sys.stdout.write(terminal_safe(markdown.render(result.diagnoses, source)))
     else:
         from troubleshoot.report import text
 
         if result.headline:
-            from troubleshoot.textsafe import terminal_safe
-
             sys.stdout.write(terminal_safe(result.headline) + "\n\n")
         sys.stdout.write(text.render(result.diagnoses, colour=_use_colour(args.color),
                                      limit=None if args.all else 5, source=source,
@@ -418,13 +424,13 @@ def cmd_probe(args) -> int:
         snap = snapshot.redact(snap)
     if args.save:
         snapshot.save(snap, args.save)
-        print(f"{PROG}: saved snapshot to {args.save}", file=sys.stderr)
+        print(f"{PROG}: saved snapshot to {terminal_safe(args.save, keep_newlines=False)}", file=sys.stderr)
     if args.format == "json":
         sys.stdout.write(json.dumps(snap, indent=2, default=str) + "\n")
     else:
         from troubleshoot.report import probe_text
 
-        sys.stdout.write(probe_text.render(snap))
+        sys.stdout.write(terminal_safe(probe_text.render(snap)))  # this machine's names and values are data
     return 0
 
 
@@ -455,7 +461,7 @@ def cmd_rules(args) -> int:
 
         problems = lint(ruleset, extra_areas=areas, fixers=load_fixers(plugins))
         for p in problems:
-            print(p)
+            print(terminal_safe(str(p), keep_newlines=False))
         errors = [p for p in problems if p.level == "error"]
         sys.stdout.flush()
         print(f"{plural(len(ruleset.rules), 'rule')}, {plural(len(errors), 'error')}, "
@@ -469,9 +475,9 @@ def cmd_rules(args) -> int:
 
         checked, failures = check_examples(ruleset.rules, facts_of=lambda text: paste.read(text).facts)
         for f in failures:
-            print(f)
+            print(terminal_safe(str(f)))
         # A rule that did not load has no examples to fail: its file must fail the run instead.
-        broken = sorted({str(p.path) for p in ruleset.errors})
+        broken = sorted({terminal_safe(str(p.path), keep_newlines=False) for p in ruleset.errors})
         print(f"{plural(checked, 'example')} in {plural(len(ruleset.rules), 'rule')}: {checked - len(failures)} passed, "
               f"{len(failures)} failed" + (f"; {plural(len(broken), 'rule file')} did not load (or lost rules): "
                                            f"{', '.join(broken)}" if broken else ""))
@@ -485,13 +491,20 @@ def cmd_rules(args) -> int:
     if sub == "show":
         return _rules_show(ruleset, args.id, args)
     if sub == "patterns":
-        from troubleshoot.engine.ere import to_ere
-
-        for r in ruleset.rules:
-            for p in r.log:
-                print(p.source if args.syntax == "python" else to_ere(p.regex))
-        return 0
+        return _rules_patterns(ruleset, args.syntax)
     raise TroubleshootError(f"unknown rules subcommand {sub!r}")  # pragma: no cover
+
+
+def _rules_patterns(ruleset, syntax: str) -> int:
+    """One pattern a line. Piped, as written (`grep -E -f` needs each byte of a pattern); on a
+    terminal, its control characters are shown, not obeyed."""
+    from troubleshoot.engine.ere import to_ere
+
+    shown = (lambda p: terminal_safe(p, keep_newlines=False)) if sys.stdout.isatty() else (lambda p: p)
+    for r in ruleset.rules:
+        for p in r.log:
+            print(shown(p.source if syntax == "python" else to_ere(p.regex)))
+    return 0
 
 
 def _rules_list(ruleset, fmt: str) -> int:
@@ -508,17 +521,16 @@ def _rules_list(ruleset, fmt: str) -> int:
         return 0
     for row in rows:
         extra = f" (overrides {', '.join(row['overrides'])})" if row["overrides"] else ""
-        print(f"{row['id']:<44} {row['symptom']:<26} {row['severity']:<8} {row['pack']}:{os.path.basename(row['path'])}:{row['line']}{extra}")
+        print(terminal_safe(f"{row['id']:<44} {row['symptom']:<26} {row['severity']:<8} {row['pack']}:"
+                            f"{os.path.basename(row['path'])}:{row['line']}{extra}", keep_newlines=False))
     for rid, origin in ruleset.disabled.items():
-        print(f"{rid:<44} disabled by {origin}")
+        print(terminal_safe(f"{rid:<44} disabled by {origin}", keep_newlines=False))
     print(plural(len(rows), "rule"), file=sys.stderr)
     return 0
 
 
 def _rules_symptoms(ruleset, fmt: str) -> int:
     import json
-
-    from troubleshoot.textsafe import terminal_safe
 
     rows = []
     for sid, desc in ruleset.taxonomy.items():
@@ -562,8 +574,6 @@ def _rules_show(ruleset, rule_id: str, args=None) -> int:
         out += ["", "  references:"]
     out += [f"  - {ref}" for ref in r.references]
     out.append(f"  examples: {len(r.examples.match)} match, {len(r.examples.no_match)} no_match")
-    from troubleshoot.textsafe import terminal_safe
-
     print(terminal_safe("\n".join(out)))  # rule files are data, like logs
     return 0
 
@@ -583,11 +593,7 @@ def _param_lines(params: dict, indent: str) -> list[str]:
 
 
 def cmd_why(args, plugins=None) -> int:
-    import json
-
     from troubleshoot import pipeline
-    from troubleshoot.engine.conditions import UNKNOWN
-    from troubleshoot.textsafe import terminal_safe
 
     log = args.log
     if log is None and not sys.stdin.isatty():
@@ -598,30 +604,39 @@ def cmd_why(args, plugins=None) -> int:
 
         loaded = snapshot.load(args.snapshot)
         for w in loaded.warnings:
-            print(f"{PROG}: warning: {w}", file=sys.stderr)
+            print_warning(w)
         facts = loaded.facts
     trace, _ = pipeline.why(args.id, log, args.rules, facts, plugins)
+    for line in _why_lines(trace):
+        print(terminal_safe(line, keep_newlines=False))  # rule files, log lines and facts are data
+    return 0
+
+
+def _why_lines(trace) -> list[str]:
+    """The trace of `rules why`, one line each."""
+    import json
+
+    from troubleshoot.engine.conditions import UNKNOWN
+
     r = trace.rule
     verdict = "fired" if trace.fired else "did not fire"
-    print(f"rule {r.id} ({r.origin}): {verdict}" + (f": {trace.reason}" if trace.reason != verdict else ""))
+    out = [f"rule {r.id} ({r.origin}): {verdict}" + (f": {trace.reason}" if trace.reason != verdict else "")]
     if r.log:
-        print(f"  match.log: {trace.log_count} matching line(s)")
-        for p in r.log:
-            print(f"    pattern {p.source}")
-        for h in trace.log_lines:
-            print(f"    line {h.line}: {terminal_safe(h.text, keep_newlines=False)}")
+        out.append(f"  match.log: {trace.log_count} matching line(s)")
+        out += [f"    pattern {p.source}" for p in r.log]
+        out += [f"    line {h.line}: {h.text}" for h in trace.log_lines]
     for src, line in trace.with_log:
-        print(f"  with_log {src}: " + (f"matched line {line}" if line else "no line matched"))
+        out.append(f"  with_log {src}: " + (f"matched line {line}" if line else "no line matched"))
     for src, line in trace.without_log:
-        print(f"  without_log {src}: " + (f"matched line {line} (vetoes the rule)" if line else "no line matched"))
+        out.append(f"  without_log {src}: " + (f"matched line {line} (vetoes the rule)" if line else "no line matched"))
     for c in trace.conditions:
         value = "unknown" if c.value is UNKNOWN else str(c.value).lower()
-        print(f"  condition {c.source}: {value}")
+        out.append(f"  condition {c.source}: {value}")
         for path, v in c.reads:
-            print(f"    {path} = {'(missing)' if path in c.missing else json.dumps(v, default=str)}")
+            out.append(f"    {path} = {'(missing)' if path in c.missing else json.dumps(v, default=str)}")
     if trace.captures:
-        print(terminal_safe("  captures: " + ", ".join(f"{k}={v!r}" for k, v in trace.captures.items()), False))
-    return 0
+        out.append("  captures: " + ", ".join(f"{k}={v!r}" for k, v in trace.captures.items()))
+    return out
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from troubleshoot.errors import TroubleshootError
+from troubleshoot.textsafe import terminal_safe
 
 PROG = "troubleshoot"
 
@@ -113,5 +114,6 @@ def cmd_new(args, plugins) -> int:
     folder = str(dest.parent)
     extra = [a for p in args.plugins for a in ("-p", p)]
     check = shlex.join(["troubleshoot", "rules", "test", "--rules", folder, *extra])
-    print(f"{PROG}: wrote rule {rid} to {dest}; edit its title, explain and no_match, then: {check}", file=sys.stderr)
+    print(terminal_safe(f"{PROG}: wrote rule {rid} to {dest}; edit its title, explain and no_match, then: {check}",
+                        keep_newlines=False), file=sys.stderr)
     return 0

@@ -10,7 +10,12 @@ import re
 from troubleshoot.textsafe import terminal_safe
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
-_INLINE_CODE = re.compile(r"(`+)(.+?)\1")
+_BACKTICK_RUN = re.compile(r"`+")
+_ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
+# An escaped mark stands in for itself through the substitutions below, as a character of a
+# private-use plane none of them matches, and is put back at the end.
+_STAND_IN = 0xF0000
+_PUT_BACK = {_STAND_IN + c: chr(c) for c in range(0x21, 0x7f)}
 _STRONG = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
 _EMPHASIS = re.compile(r"(?<![\w*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\w*])")
 _LINK = re.compile(r"\[([^\]\n]+)\]\(([^)\s]+)\)")
@@ -21,7 +26,7 @@ _STAR_BULLET = re.compile(r"^(\s*)[*+]\s+")
 
 def to_plain(markdown: str) -> str:
     """Markdown as a person would type it in a plain-text mail: no `**`, no backticks, no
-    fences (code indented by four spaces), links as `text (url)`."""
+    backslash escapes, no fences (code indented by four spaces), links as `text (url)`."""
     out: list[str] = []
     in_code = False
     for line in terminal_safe(markdown).splitlines():
@@ -37,20 +42,44 @@ def to_plain(markdown: str) -> str:
 
 def _inline(line: str) -> str:
     # Code spans first: what is inside them is literal (a `**kwargs` stays as written).
-    parts = _INLINE_CODE.split(line)
-    text = []
-    for i in range(0, len(parts), 3):
-        plain = parts[i]
-        plain = _HEADING.sub(r"\1", plain) if i == 0 else plain
-        plain = _STAR_BULLET.sub(r"\1- ", plain) if i == 0 else plain
-        plain = _LINK.sub(r"\1 (\2)", plain)
-        plain = _AUTOLINK.sub(r"\1", plain)
-        plain = _STRONG.sub(r"\2", plain)
-        plain = _EMPHASIS.sub(r"\1", plain)
-        text.append(plain)
-        if i + 2 < len(parts):
-            text.append(parts[i + 2])
-    return "".join(text)
+    pieces = _spans(line)
+    return "".join(text if is_code else _prose(text, first=(i == 0)) for i, (is_code, text) in enumerate(pieces))
+
+
+def _spans(line: str) -> list[tuple[bool, str]]:
+    """(is code, text) pieces of a line, read as CommonMark does: a run of backticks that is
+    not escaped opens a code span, which the next run as long closes; inside it a backslash is
+    itself."""
+    out: list[tuple[bool, str]] = []
+    start = i = 0
+    while i < len(line):
+        if line[i] == "\\":
+            i += 2
+            continue
+        if line[i] != "`":
+            i += 1
+            continue
+        ticks = _BACKTICK_RUN.match(line, i).group()
+        close = next((m for m in _BACKTICK_RUN.finditer(line, i + len(ticks)) if m.group() == ticks), None)
+        if close is None:
+            i += len(ticks)
+            continue
+        out += [(False, line[start:i]), (True, line[i + len(ticks) : close.start()])]
+        start = i = close.end()
+    out.append((False, line[start:]))
+    return out
+
+
+def _prose(text: str, first: bool) -> str:
+    plain = _ESCAPED.sub(lambda m: chr(_STAND_IN + ord(m.group(1))), text)
+    if first:
+        plain = _HEADING.sub(r"\1", plain)
+        plain = _STAR_BULLET.sub(r"\1- ", plain)
+    plain = _LINK.sub(r"\1 (\2)", plain)
+    plain = _AUTOLINK.sub(r"\1", plain)
+    plain = _STRONG.sub(r"\2", plain)
+    plain = _EMPHASIS.sub(r"\1", plain)
+    return plain.translate(_PUT_BACK)
 
 
 def to_terminal(markdown: str, width: int, colour: bool) -> str:

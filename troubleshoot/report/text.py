@@ -50,7 +50,7 @@ def render(diagnoses: Sequence[Diagnosis], colour: bool = False, limit: int | No
     """`rich`: render Markdown for a terminal (default: when `colour`); plain text otherwise."""
     st = Style(colour)
     if not diagnoses:
-        return f"No known problem found in {source}.\n"
+        return f"No known problem found in {terminal_safe(source, keep_newlines=False)}.\n"
     shown = list(diagnoses)[: limit or None]
     out: list[str] = []
     n = len(diagnoses)
@@ -86,10 +86,11 @@ def _one(i: int, d: Diagnosis, st: Style, full: bool, opts: _Opts = _Opts()) -> 
         where = "from watching the job"
     else:
         where = "from machine facts"
-    lines.append(st("dim", f"   symptom {d.symptom} · rule {d.rule.id} · confidence {d.confidence:.2f} · {where}"))
+    about = f"   symptom {d.symptom} · rule {d.rule.id} · confidence {d.confidence:.2f} · {where}"
+    lines.append(st("dim", safe(about, keep_newlines=False)))
     action = action_line(d)
     if action:
-        lines.append("   " + st("bold", action))
+        lines.append("   " + st("bold", safe(action, keep_newlines=False)))
     seen = _seen_on(d)
     if seen:
         lines.append(st("dim", f"   seen on {seen}"))
@@ -133,8 +134,6 @@ def _one(i: int, d: Diagnosis, st: Style, full: bool, opts: _Opts = _Opts()) -> 
 
 def _seen_on(d: Diagnosis) -> str:
     """Where a diagnosis of several logs or nodes was seen (empty for one log)."""
-    from troubleshoot.textsafe import terminal_safe
-
     parts = []
     if d.ranks:
         parts.append(f"rank{'s' if len(d.ranks) > 1 else ''} {', '.join(map(str, d.ranks))}")

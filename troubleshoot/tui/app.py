@@ -26,6 +26,7 @@ from textual.widgets import (Button, ContentSwitcher, DataTable, Input, Markdown
 from troubleshoot.textsafe import terminal_safe
 from troubleshoot.tui import views
 from troubleshoot.tui.background import Background
+from troubleshoot.tui.datamd import DataMarkdown
 from troubleshoot.tui.driver import quick_exit_driver
 from troubleshoot.tui.logview import LogView, rows_for
 from troubleshoot.tui.screens import ConfirmScreen, ExportScreen, FixScreen, HelpScreen
@@ -112,7 +113,7 @@ class TroubleshootApp(App):
                     yield DataTable(id="diag-table", cursor_type="row", zebra_stripes=True)
                     with VerticalScroll(id="diag-detail"):
                         yield Static("", id="diag-head", markup=False)
-                        yield Markdown("", id="diag-explain")
+                        yield DataMarkdown("", id="diag-explain")
                         yield Static("", id="diag-evidence", markup=False)
                         yield Static("", id="diag-fixes", markup=False)
             with TabPane("Machine", id="machine"):
@@ -553,7 +554,7 @@ class TroubleshootApp(App):
         for n in d.notes:
             head.append(f"\nnote: {views.safe(n)}", style="italic")
         self.query_one("#diag-head", Static).update(head)
-        self.query_one("#diag-explain", Markdown).update(terminal_safe(d.explain or ""))
+        self.query_one("#diag-explain", Markdown).update(d.explain or "")
         ev = Text("Evidence", style="bold underline")
         ev.append("  (l: the log, n/N jump)\n" if any(e.source == "log" for e in d.evidence) else "\n", style="dim")
         for e in d.evidence:
@@ -834,31 +835,18 @@ class TroubleshootApp(App):
 
     def _export_to(self, path: str | None) -> None:
         from troubleshoot import safeio
-        from troubleshoot.report import markdown
+        from troubleshoot.tui.export import report_markdown
 
         if not path:
             return
-        body = markdown.render(self.diagnoses, self.log_path or ("pasted log" if self.pasted else "machine facts"))
-        if self.facts:
-            from troubleshoot.report.probe_text import render as probe_text
-
-            body += "\n## Machine\n\n```text\n" + probe_text(self.facts) + "```\n"
-        if self.pasted or self.log_path:
-            excerpt = self._log_excerpt()
-            if excerpt:
-                body += "\n## Log excerpt\n\n```text\n" + excerpt + "\n```\n"
+        source = self.log_path or ("pasted log" if self.pasted else "machine facts")
+        body = report_markdown(self.diagnoses, source, self.facts, with_log=bool(self.pasted or self.log_path))
         try:
             safeio.atomic_write(path, body.encode())
         except OSError as exc:
             self.notify(f"cannot write {views.safe(path)}: {exc.strerror or exc}", severity="error", markup=False)
             return
         self.notify(f"Report saved to {views.safe(path)}", title="Export", timeout=8, markup=False)
-
-    def _log_excerpt(self) -> str:
-        lines: list[str] = []
-        for d in self.diagnoses[:3]:
-            lines += [f"{e.line:>7} | {e.text}" for e in d.evidence if e.source == "log"]
-        return "\n".join(dict.fromkeys(lines))
 
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen):  # F1 again closes it

@@ -16,6 +16,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Markdown, Static
 
 from troubleshoot.textsafe import terminal_safe
+from troubleshoot.tui.datamd import DataMarkdown
 
 HELP = """\
 # troubleshoot
@@ -322,7 +323,7 @@ class FixScreen(ModalScreen[None]):
             self.preview_text += text
             for b in preview_blocks(text):
                 if b.kind == "markdown":
-                    widgets.append(Markdown(terminal_safe(b.text), classes="fix-advice"))
+                    widgets.append(DataMarkdown(b.text, classes="fix-advice"))
                 elif b.kind == "diff":
                     widgets.append(Static(DiffLines(b.text), classes="fix-diff"))
                 else:

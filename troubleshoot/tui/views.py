@@ -13,6 +13,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from troubleshoot.report.shapes import items, mapping
 from troubleshoot.textsafe import terminal_safe
 
 SEV_MARK = {"error": "✖ ERROR", "warning": "▲ WARN", "info": "● INFO"}
@@ -154,28 +155,29 @@ def history_row(eid: str, entry, width: int) -> tuple[Text, Text, Text, Text]:
 def gpu_view(facts: dict | None, probing: bool):
     """A GPU table that keeps PCIe, throttle and ECC/Xid at 80 columns (two lines a GPU), or
     one line saying why there is none (the NVML error)."""
-    nv = (facts or {}).get("nvml")
+    nv = mapping(mapping(facts).get("nvml"))
     if not nv:
         return Text("GPUs: waiting for the nvml probe…" if probing else "GPUs: no NVML facts (not probed: --no-probe, "
                     "or the snapshot has none)", style="italic")
-    gpus = nv.get("gpus") or []
+    gpus = items(nv.get("gpus"))
     if not gpus:
         why = nv.get("error") or ("NVML found no GPU" if nv.get("available") else "NVML unavailable")
         return plain(f"GPUs: none listed. NVML: {why}", style="yellow")
-    xids = (facts.get("kernel") or {}).get("xid_events") or []
-    return GpuTable([_gpu_cells(g, xids) for g in gpus])
+    xids = [mapping(x) for x in items(mapping(mapping(facts).get("kernel")).get("xid_events"))]
+    return GpuTable([_gpu_cells(mapping(g), xids) for g in gpus])
 
 
-def _gpu_cells(g: dict, xids: list) -> tuple[str, str, str, str, str, str, str]:
-    throttle = ", ".join(safe(r) for r in (g.get("throttle_reasons") or []) if r != "gpu_idle") or "-"
+def _gpu_cells(g: dict, xids: list[dict]) -> tuple[str, ...]:
+    throttle = ", ".join(str(r) for r in items(g.get("throttle_reasons")) if r != "gpu_idle") or "-"
     ecc = f"ECC {g.get('ecc_uncorrected_volatile')}" if g.get("ecc_uncorrected_volatile") else "ECC 0"
     mine = [x for x in xids if _same_pci(x.get("pci"), g.get("pci_bus_id"))]
     xid = ",".join(str(x.get("code")) for x in mine[-3:]) or "-"
-    return (safe(g.get("index")), safe(g.get("name")), f"{g.get('memory_used_mib')}/{g.get('memory_total_mib')} MiB",
-            f"{g.get('utilization_gpu')}% · {g.get('temperature_c')}°C", f"{g.get('power_w')}/{g.get('power_limit_w')} W",
-            f"gen{g.get('pcie_gen_current')} x{g.get('pcie_width_current')} / "
-            f"gen{g.get('pcie_gen_max')} x{g.get('pcie_width_max')}",
-            f"throttle {throttle} · {ecc} · Xid {xid}")
+    cells = (g.get("index"), g.get("name"), f"{g.get('memory_used_mib')}/{g.get('memory_total_mib')} MiB",
+             f"{g.get('utilization_gpu')}% · {g.get('temperature_c')}°C", f"{g.get('power_w')}/{g.get('power_limit_w')} W",
+             f"gen{g.get('pcie_gen_current')} x{g.get('pcie_width_current')} / "
+             f"gen{g.get('pcie_gen_max')} x{g.get('pcie_width_max')}",
+             f"throttle {throttle} · {ecc} · Xid {xid}")
+    return tuple(safe(c) for c in cells)  # a snapshot's or a plugin's values are data
 
 
 class GpuTable:
