@@ -59,7 +59,8 @@ def test_rule_and_log_text_never_becomes_markup_or_escapes(rules_dir, colour):
     plain = re.sub(r"\x1b\[[0-9;]*m", "", out)
     assert "[bold]not bold[/bold] at [/dev/shm] and [link=http://x]y[/link]" in plain
     assert "[red]not red[/red], kill <pid> and" in plain and "[blink]advice[/blink]" in plain
-    assert "\\x07bell \\x1bc reset \\x9b31m c1 [/dev/shm] [bold]x" in plain  # shown, not obeyed
+    # BEL and C1 shown, not obeyed; `ESC c` (a terminal reset) removed with the colour codes
+    assert "\\x07bell  reset \\x9b31m c1 [/dev/shm] [bold]x" in plain
     assert only_sgr(out)
     assert "df -h /dev/shm" in plain and "Avail" in plain and "**Avail**" not in plain
 
@@ -83,7 +84,7 @@ def test_rules_show_and_why_read_well(rules_dir):
     d = rules_dir({"hostile.yaml": HOSTILE_RULE})
     why = run_cli("rules", "why", "team-hostile", "--rules", str(d), "--log", "-", input=HOSTILE_LOG).stdout.decode()
     assert re.match(r"rule team-hostile \(.*\): fired\n", why) and "FIRED" not in why
-    assert "\x1b" not in why and "\x07" not in why and "\\x1bc reset" in why
+    assert "\x1b" not in why and "\x07" not in why and "\\x07bell  reset" in why
     miss = run_cli("rules", "why", "team-hostile", "--rules", str(d), "--log", "-", input=b"nothing\n").stdout.decode()
     assert re.match(r"rule team-hostile \(.*\): did not fire: ", miss)
 

@@ -2,7 +2,6 @@
 
 import errno
 import json
-import subprocess
 import sys
 
 import pytest
@@ -136,17 +135,10 @@ def test_read_only_target_fails_cleanly(tmp_path, monkeypatch):
     assert journal.load(out.entry.id).data["status"] == "failed"
 
 
-def test_real_tiny_tmpfs_when_we_may_mount(tmp_path):
+def test_real_tiny_tmpfs_when_we_may_mount(tiny_disk):
     """A real full disk: a 64 KiB tmpfs, when this machine lets us mount one (root, no sandbox)."""
-    mnt = tmp_path / "tiny"
-    mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], capture_output=True).returncode:
-        pytest.skip("cannot mount a tmpfs here")
-    try:
-        target = mnt / "conf"
-        target.write_text("old\n")
-        out = executor.apply(executor.prepare(Plan("t", "t", {}, (WriteFile(str(target), "x" * (1 << 20)),))))
-        assert out.failed and "No space left" in out.failed
-        assert target.read_text() == "old\n"
-    finally:
-        subprocess.run(["umount", str(mnt)], capture_output=True)
+    target = tiny_disk / "conf"
+    target.write_text("old\n")
+    out = executor.apply(executor.prepare(Plan("t", "t", {}, (WriteFile(str(target), "x" * (1 << 20)),))))
+    assert out.failed and "No space left" in out.failed
+    assert target.read_text() == "old\n"

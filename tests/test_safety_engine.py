@@ -564,3 +564,36 @@ def test_brackets_exported_for_grep_match_what_the_rule_matches(regex, tmp_path)
     for sample in ("\x01x", "\x02", "a", "-", "]", "^", "b", "\\", "x", ".", " "):
         found = subprocess.run(["grep", "-qE", "-f", str(patterns)], input=sample.encode()).returncode == 0
         assert found == bool(re.search(regex, sample)), (regex, sample)
+
+
+@pytest.mark.parametrize("line", [
+    b"0/1 nodes are avai\x1b\x1b]52;c;eA==\x07[0mlable: 1 Insufficient nvidia.com/gpu.",
+    b"RuntimeError: CUDA out of \x1b\x1b[31m[0mmemory. Tried to allocate 2.00 GiB",
+    b"NCCL WARN \x1b\x1b]0;t\x07[1mCall to ibv_create_qp failed"])
+def test_engines_agree_when_removing_an_escape_would_join_another(line):
+    """A stray ESC before a sequence: once the sequence goes, what is left must not read as a
+    new escape in a second pass of one engine only (a terminal shows the bracket text)."""
+    found = {name: scan_stream(io.BytesIO(line + b"\n"), SHIPPED_PATTERNS, name).hits.keys() for name in BACKENDS}
+    assert len({tuple(sorted(v)) for v in found.values()}) == 1, found
+
+
+def test_atomic_groups_are_checked_like_any_group():
+    """`(?>...)` (Python 3.11) holds its items directly, not in a capture's tuple: a rule file
+    with one is linted, never a crash."""
+    from troubleshoot.engine.backtrack import superlinear
+
+    assert superlinear(re.compile(r"(?>P<kind>SW|HW) Thermal")) is None
+    assert "nested repetition" in superlinear(re.compile(r"(?>(x+x+)+)y"))
+
+
+@pytest.mark.parametrize("line", [b"LnkSta:\t\x0bSpeed 5GT/s (downgraded), Width x1 (downgraded)",
+                                  b"ImportError: /opt/cudnn.cpython-36m-x\x0b86_64-linux-gnu.so: undefined symbol: "
+                                  b"cudnnSetFilterNdDescriptor_v3",
+                                  b"    SW Power Cap            \x0b      : Active",
+                                  b"Timed out initializing process group in store based barrier on rank: 0, for key: "
+                                  b"store_b\x0based_barrier_key:1 (world_size=2, worker_count=4, timeout=0:02:00)"])
+def test_engines_agree_on_a_vertical_tab_where_patterns_read_whitespace(line):
+    """RE2's \\s is [\\t\\n\\f\\r ]; Python's and hyperscan's also take \\v: the `re` engine must
+    read \\s as RE2 does, and hyperscan's candidates must include every line RE2 then matches."""
+    found = {name: scan_stream(io.BytesIO(line + b"\n"), SHIPPED_PATTERNS, name).hits.keys() for name in BACKENDS}
+    assert len({tuple(sorted(v)) for v in found.values()}) == 1, found

@@ -341,3 +341,19 @@ def test_an_immutable_file_fails_with_its_own_name(tmp_path):
     err = p.stderr.decode()
     assert p.returncode == 1 and f"{rc}: Operation not permitted" in err and ".tmp" not in err, err
     assert rc.read_text() == "old\n"
+
+
+def test_a_plans_commands_never_import_modules_from_the_users_folder(tmp_path, monkeypatch):
+    """`fix --apply` runs `python -m pip ...` and other Python tools, often as root: a json.py
+    in the folder the user started it from must not run in their place."""
+    import sys
+
+    from troubleshoot.fixes.plan import RunCommand
+
+    marker = tmp_path / "ran-from-the-working-folder"
+    (tmp_path / "json.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    monkeypatch.chdir(tmp_path)
+    plan = Plan("t", "t", {}, (RunCommand((sys.executable, "-c", "import json, os; print(os.getcwd())"), why="x"),))
+    out = executor.apply(executor.prepare(plan))
+    assert out.failed is None and not marker.exists()
+    assert out.entry.data["steps"][0]["output"].strip() == "/"

@@ -254,19 +254,6 @@ sys.exit(3)
 """
 
 
-@pytest.fixture
-def tiny_disk(tmp_path):
-    """A real 64 KiB file system, where this machine lets us mount one (root, no sandbox)."""
-    mnt = tmp_path / "tiny"
-    mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], capture_output=True).returncode:
-        pytest.skip("cannot mount a tmpfs here (needs root outside a sandbox)")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", str(mnt)], capture_output=True)
-
-
 def _assert_full_log_handled(p: subprocess.CompletedProcess, direct: subprocess.CompletedProcess, log: Path) -> None:
     err = p.stderr.decode()
     assert p.returncode == direct.returncode == 3, err[-2000:]

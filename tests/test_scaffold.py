@@ -1,5 +1,6 @@
 """engine/scaffold.py: a pasted line -> a pattern with its variable parts generalised."""
 
+import json
 import re
 
 import pytest
@@ -64,3 +65,32 @@ def test_rendered_file_quotes_what_yaml_would_change():
     data, traps = yamldoc.load(text)
     assert traps == [] and data["rules"][0]["examples"]["match"] == [s.line]
     assert data["rules"][0]["match"]["log"] == [s.pattern]
+
+
+def test_a_line_with_bytes_that_are_not_utf8_becomes_a_rule_that_matches_it(tmp_path):
+    """From the command line (bytes arrive as surrogates) or stdin: the rule is written, and it
+    matches the line as the scanner reads it (U+FFFD for each bad byte)."""
+    import subprocess
+    import sys
+
+    from conftest import run_cli
+
+    team = tmp_path / "team-rules"
+    team.mkdir()
+    raw = b"ERROR DATASET /mnt/x\xff NOT MOUNTED"
+    p = subprocess.run([sys.executable, "-m", "troubleshoot", "rules", "new", "--rules", str(team), "--symptom",
+                        "io-stall", raw], capture_output=True)
+    assert p.returncode == 0 and b"Traceback" not in p.stderr, p.stderr
+    p = run_cli("rules", "new", "--symptom", "io-stall", "-", input=b"ERROR DATASET /mnt/y\xfe NOT MOUNTED\n")
+    assert p.returncode == 0 and "team-error-dataset-not-mounted" in p.stdout.decode(), p.stderr
+    log = tmp_path / "train.log"
+    log.write_bytes(raw + b"\n")
+    p = run_cli("diagnose", "--log", str(log), "--rules", str(team), "--no-probe", "--format", "json")
+    assert [d["rule"] for d in json.loads(p.stdout)["diagnoses"]] == ["team-error-dataset-not-mounted"]
+
+
+def test_yaml_text_with_lone_surrogates_is_a_yaml_error_not_a_crash():
+    from troubleshoot.engine import yamldoc
+
+    with pytest.raises(yamldoc.YamlError, match="not UTF-8"):
+        yamldoc.load("rules:\n- id: x\udcff\n")

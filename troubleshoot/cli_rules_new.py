@@ -17,9 +17,11 @@ PROG = "troubleshoot"
 
 
 def _line(arg: str) -> str:
+    """The log line as the scanner reads it: bytes that are not UTF-8 become U+FFFD (an
+    argument carries them as surrogates, stdin as raw bytes)."""
     if arg != "-":
-        return arg
-    text = sys.stdin.read()
+        return arg.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    text = sys.stdin.buffer.read().decode("utf-8", "replace")
     lines = [ln for ln in text.splitlines() if ln.strip()]
     if not lines:
         raise TroubleshootError("rules new: stdin holds no log line")

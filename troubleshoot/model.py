@@ -28,7 +28,48 @@ class Origin:
 def compile_ascii(source: str) -> re.Pattern:
     """Rule patterns as Python's `re` reads them (ASCII classes, as RE2): compiled on first use,
     since RE2 does the scanning and most runs never need the `re` form."""
-    return re.compile(source, re.ASCII)
+    return re.compile(_re2_spaces(source), re.ASCII)
+
+
+# RE2's \s is [\t\n\f\r ]; Python's, even under re.ASCII, adds \v: a line with a vertical tab
+# would match in one engine and not in the other.
+_SPACE, _NOT_SPACE, _SPACE_IN_CLASS = r"[\t\n\f\r ]", r"[^\t\n\f\r ]", r"\t\n\f\r "
+
+
+def _re2_spaces(source: str) -> str:
+    """`source` with \\s and \\S spelled as RE2 reads them (\\S inside a bracket is left as it is:
+    it cannot be spelled there, and no shipped pattern has it)."""
+    if "\\s" not in source and "\\S" not in source:
+        return source
+    out, i, in_class = [], 0, False
+    while i < len(source):
+        ch = source[i]
+        if ch == "\\" and i + 1 < len(source):
+            nxt = source[i + 1]
+            if nxt == "s":
+                out.append(_SPACE_IN_CLASS if in_class else _SPACE)
+            elif nxt == "S" and not in_class:
+                out.append(_NOT_SPACE)
+            else:
+                out.append(source[i : i + 2])
+            i += 2
+            continue
+        if ch == "[" and not in_class:
+            in_class = True
+            out.append(ch)
+            i += 1
+            if source[i : i + 1] == "^":
+                out.append("^")
+                i += 1
+            if source[i : i + 1] == "]":  # a ']' first in a bracket is a member
+                out.append("]")
+                i += 1
+            continue
+        if ch == "]" and in_class:
+            in_class = False
+        out.append(ch)
+        i += 1
+    return "".join(out)
 
 
 _GROUP_NAME = re.compile(r"\(\?P<([A-Za-z_][A-Za-z0-9_]*)>")

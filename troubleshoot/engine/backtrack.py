@@ -50,12 +50,18 @@ def superlinear(regex: re.Pattern) -> str | None:
     return None
 
 
+def _group_body(op, arg) -> list:
+    """A group's items: a capture's arg is (group, add flags, del flags, items); an atomic
+    group's arg is the items themselves."""
+    return list(arg) if op is getattr(_c, "ATOMIC_GROUP", None) else list(arg[-1])
+
+
 def _children(op, arg) -> list[list]:
     """The sub-sequences of one parsed item."""
     if op in _REPEATS:
         return [list(arg[2])]
     if op in _GROUPS:
-        return [list(arg[-1])]
+        return [_group_body(op, arg)]
     if op is _c.BRANCH:
         return [list(b) for b in arg[1]]
     if op in (_c.ASSERT, _c.ASSERT_NOT):
@@ -138,7 +144,7 @@ def _first_of(op, arg) -> tuple[frozenset[int], bool]:
         first, nullable = _first(list(arg[2]))
         return first, nullable or arg[0] == 0
     if op in _GROUPS:
-        return _first(list(arg[-1]))
+        return _first(_group_body(op, arg))
     if op is _c.BRANCH:
         found = [_first(list(b)) for b in arg[1]]
         return frozenset().union(*(f for f, _ in found)), any(n for _, n in found)

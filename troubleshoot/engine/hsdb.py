@@ -38,6 +38,10 @@ def available() -> bool:
 # of those matches every byte of a multi-byte character (all are >= 0x80), so under `*` or `+`
 # they already cover such runs; elsewhere their repeat count is widened to four bytes each.
 _WIDE_ESCAPES = ("\\W", "\\S", "\\D")
+# Hyperscan's \s takes \v, RE2's does not: \S (and \s in a negated class) spelled as RE2 reads
+# them, or a line with a vertical tab where \S must match would never be a candidate.
+_NOT_SPACE = r"[^\t\n\f\r ]"
+_SPACE_IN_NEGATED = re.compile(r"(?<!\\)((?:\\\\)*)\\s")
 _QUANTIFIER = re.compile(r"(?:[*+?]|\{(\d*)(,?)(\d*)\})[?+]?")
 _GLOBAL_FLAGS = re.compile(r"\(\?[aiLmsux]+\)")
 _ZERO_WIDTH = ("\\b", "\\B", "(?=", "(?!", "(?<=", "(?<!")
@@ -84,6 +88,8 @@ def prefilter_source(source: str) -> str:
             atom = source[i : i + 2]
             i += 2
             wide = atom in _WIDE_ESCAPES
+            if atom == "\\S":
+                atom = _NOT_SPACE
         elif c == "[":
             j = _class_end(source, i)
             atom, i = source[i:j], j
@@ -91,6 +97,8 @@ def prefilter_source(source: str) -> str:
                 atom, wide = r"[^\n]", True
             else:
                 wide = atom.startswith("[^") or any(e in atom for e in _WIDE_ESCAPES)
+                if atom.startswith("[^"):
+                    atom = _SPACE_IN_NEGATED.sub(lambda m: m.group(1) + r"\t\n\f\r ", atom)
         elif c == ".":
             atom, wide = ".", True
             i += 1

@@ -56,7 +56,12 @@ KEEP_LAST = 3
 MAX_EVIDENCE_CHARS = 400
 
 # One leading \x1b (not one per alternative): `re` then skips to each escape at memchr speed.
-ANSI_BYTES = re.compile(rb"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+# Every escape form of ECMA-48 goes as a terminal consumes it: CSI (colours, cursor), OSC (title,
+# clipboard, links) and the two-byte ones (`ESC c` resets the terminal, `ESC 7` saves the
+# cursor, `ESC ( B` picks a character set). An ESC that starts none goes too, so that one pass
+# leaves no ESC behind: a second pass (the chunk, then its line) finds nothing more to join
+# ("\x1b\x1b]0;t\x07[0m" must not become a colour code once the title is gone).
+ANSI_BYTES = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)|[ -/]*[0-~])?")
 _CR_TO_LF = bytes.maketrans(b"\r", b"\n")
 # Gathering a chunk's coloured lines costs per line, stripping the whole chunk per byte: with more
 # than one coloured line per this many bytes (a log coloured throughout) whole chunks are stripped.

@@ -85,6 +85,8 @@ def load(text: str) -> tuple[object, list[Trap]]:
         raise YamlError(line, f"invalid YAML: {detail}") from None
     except yaml.YAMLError as exc:
         raise YamlError(None, f"invalid YAML: {exc}") from None
+    except UnicodeEncodeError as exc:  # text decoded with surrogateescape (a command-line argument)
+        raise YamlError(None, f"not UTF-8 text ({exc.reason} at character {exc.start})") from None
     builder = _Builder()
     if node is None:
         return None, []
