@@ -9,8 +9,12 @@ from troubleshoot_fixers.facts import fact, version_fact
 from troubleshoot.fixes.api import Fixer, FixerError, Param
 from troubleshoot.fixes.plan import Advice, Plan, RunCommand, Verify
 
-# CUDA minor-version compatibility: the oldest Linux driver that runs any X.y runtime
-# (docs.nvidia.com/deploy/cuda-compatibility; ../shared/reference/field-notes.md §4).
+# CUDA minor-version compatibility: the oldest Linux driver that runs any X.y runtime. 11.x-13.x:
+# NVIDIA's CUDA Compatibility guide (docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html)
+# and the CUDA Toolkit Release Notes' "Minimum Required Driver Version for CUDA Minor Version
+# Compatibility" table; before 11 (no minor-version compatibility), each release's minimum Linux
+# driver from the release notes' "CUDA Toolkit and Corresponding Driver Versions" table
+# (docs.nvidia.com/cuda/cuda-toolkit-release-notes).
 DRIVER_FLOOR = [("13.0", "580"), ("12.0", "525.60.13"), ("11.0", "450.80.02"), ("10.2", "440.33"),
                 ("10.1", "418.39"), ("10.0", "410.48"), ("9.2", "396.26"), ("9.0", "384.81")]
 # PyTorch wheel indexes, newest first: https://download.pytorch.org/whl/cuXYZ

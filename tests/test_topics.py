@@ -1,4 +1,4 @@
-"""Issue 10's topics: numbers in logs (per-GPU series, recent trend), the hedge lint, wrong-owner
+"""Numbers in logs (per-GPU series, recent trend), the hedge lint, wrong-owner
 messages, topology, MIG, the input pipeline from `run` facts, and the Nsight Systems hand-off.
 
 Log lines are real ones from public threads (the rules' own examples name their sources)."""
