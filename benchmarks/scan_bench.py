@@ -220,17 +220,17 @@ def cpu_of(cmd: list[str], env=None) -> tuple[float, float]:
 def matched_lines(log: Path, engine: str | None = None) -> int:
     """Distinct lines on which any shipped log pattern matches, by troubleshoot's own scanner
     (the hit cap lifted: every line counts, as in grep -c)."""
-    from troubleshoot.engine import scanner
     from troubleshoot.engine.ruleset import load_ruleset
+    from troubleshoot.scan import ScanPattern, scan_stream, tally
 
     rs = load_ruleset(use_config=False)
-    pats = [scanner.ScanPattern("all", "log", p.regex) for r in rs.rules for p in r.log]
-    cap, scanner.HIT_CAP = scanner.HIT_CAP, 1 << 62
+    pats = [ScanPattern("all", "log", p.regex) for r in rs.rules for p in r.log]
+    cap, tally.HIT_CAP = tally.HIT_CAP, 1 << 62
     try:
         with open(log, "rb") as f:
-            res = scanner.scan_stream(f, pats, engine)
+            res = scan_stream(f, pats, engine)
     finally:
-        scanner.HIT_CAP = cap
+        tally.HIT_CAP = cap
     h = res.get("all", "log")
     return h.count if h else 0
 
@@ -250,9 +250,9 @@ def data_log(kind: str, size_mb: int) -> Path:
 
 
 def engines_available() -> dict[str, bool]:
-    from troubleshoot.engine import scanner
+    from troubleshoot.scan import hyperscan_available, re2_available
 
-    return {"hyperscan": scanner.hyperscan_available(), "re2": scanner.re2_available(), "re": True}
+    return {"hyperscan": hyperscan_available(), "re2": re2_available(), "re": True}
 
 
 def diagnose_cmd(log: Path) -> list[str]:

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import REPO
 from troubleshoot import pipeline
-from troubleshoot.engine.scanner import ScanCancelled
+from troubleshoot.scan import ScanCancelled
 from troubleshoot.probes.base import ChildRunner, Probe, ProbeContext, run_probes
 from troubleshoot.sources import FactsSource, LogSource, Sources
 

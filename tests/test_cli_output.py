@@ -7,7 +7,7 @@ import re
 import pytest
 
 from conftest import REPO, run_cli
-from troubleshoot.engine.scanner import re2_available
+from troubleshoot.scan import re2_available
 
 OOM_LOG = REPO / "examples" / "logs" / "cuda-oom.log"
 
@@ -92,7 +92,7 @@ def test_rules_show_and_why_read_well(rules_dir):
 def test_fail_on_severity(rules_dir):
     from types import SimpleNamespace
 
-    from troubleshoot.cli import _fail_on
+    from troubleshoot.cli_diagnose import fail_on as _fail_on
 
     warning = [SimpleNamespace(severity="warning")]
     assert [_fail_on(t, warning) for t in (None, "error", "warning", "info")] == [0, 0, 1, 1]

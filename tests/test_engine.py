@@ -6,7 +6,7 @@ from troubleshoot.engine.diagnose import diagnose, scan_patterns
 from troubleshoot.engine.examples import check_examples
 from troubleshoot.engine.lint import lint
 from troubleshoot.engine.ruleset import load_ruleset
-from troubleshoot.engine.scanner import scan_text
+from troubleshoot.scan import scan_text
 
 
 def rule(rid, symptom, pattern, severity="error", confidence=0.8, extra=""):

@@ -21,7 +21,7 @@ from troubleshoot.engine import conditions, yamldoc
 from troubleshoot.engine.loader import load_rule_file
 from troubleshoot.engine.ruleset import load_ruleset
 from troubleshoot.engine.diagnose import scan_patterns
-from troubleshoot.engine.scanner import hyperscan_available, re2_available, scan_stream
+from troubleshoot.scan import hyperscan_available, re2_available, scan_stream
 from troubleshoot.errors import TroubleshootError
 from troubleshoot import snapshot
 

@@ -20,7 +20,7 @@ from fuzzkit import INPUT_SECONDS, SCALE, SEED, Findings, Mutator, deadline
 from troubleshoot import pipeline
 from troubleshoot.engine.diagnose import scan_patterns
 from troubleshoot.engine.ruleset import load_ruleset
-from troubleshoot.engine.scanner import hyperscan_available, re2_available, scan_stream
+from troubleshoot.scan import hyperscan_available, re2_available, scan_stream
 from troubleshoot.errors import TroubleshootError
 
 pytestmark = pytest.mark.slow

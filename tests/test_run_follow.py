@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from conftest import REPO
-from troubleshoot.run.follow import LogFollower
+from troubleshoot.sources import LogTail
 
 TIMEOUT = 60
 
@@ -20,7 +20,7 @@ class Writer:
 
     def __init__(self, path):
         self.f = open(path, "wb", buffering=0)
-        self.follower = LogFollower(str(path))
+        self.follower = LogTail(str(path), stream=True)
 
     def append(self, data: bytes):
         self.f.write(data)

@@ -20,10 +20,11 @@ import pytest
 
 from conftest import run_cli
 from troubleshoot import logfiles
-from troubleshoot.engine import loader, rewindow, scanner
+from troubleshoot.engine import loader
+from troubleshoot.scan import engines as scanner, rewindow
 from troubleshoot.engine.diagnose import interpolate, render_fix, scan_patterns
 from troubleshoot.engine.ruleset import load_ruleset
-from troubleshoot.engine.scanner import ScanPattern, scan_stream
+from troubleshoot.scan import ScanPattern, scan_stream
 from troubleshoot.model import FixRef
 from troubleshoot.report.mdtext import to_plain
 

@@ -3,11 +3,11 @@ import re
 
 import pytest
 
-from troubleshoot.engine import scanner
-from troubleshoot.engine.scanner import ScanPattern, scan_stream, scan_text
+from troubleshoot import scan
+from troubleshoot.scan import ScanPattern, ansi, reader, scan_stream, scan_text, stream, tally, verify
 
-BACKENDS = (["re"] + (["re2"] if scanner.re2_available() else [])
-            + (["hyperscan"] if scanner.hyperscan_available() else []))
+BACKENDS = (["re"] + (["re2"] if scan.re2_available() else [])
+            + (["hyperscan"] if scan.hyperscan_available() else []))
 
 OOM = ScanPattern("oom", "log", re.compile(r"CUDA out of memory\. Tried to allocate (?P<req>[\d.]+ [KMG]iB)", re.ASCII))
 TB = ScanPattern("tb", "log", re.compile(r"^Traceback \(most recent call last\)", re.ASCII))
@@ -76,12 +76,12 @@ def test_evidence_is_bounded_and_counts_every_line(backend):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_huge_line_without_newline(backend, monkeypatch):
-    monkeypatch.setattr(scanner, "LONG_LINE", 4 << 20)
+    monkeypatch.setattr(reader, "LONG_LINE", 4 << 20)
     data = b"a" * (3 << 20) + b" CUDA out of memory. Tried to allocate 1.00 GiB" + b"b" * (7 << 20)
     r = scan_stream(io.BytesIO(data), [OOM], backend, chunk_size=1 << 20)
     h = r.get("oom", "log")
     assert r.total_lines == 1 and h.count == 1 and h.lines[0].line == 1
-    assert len(h.lines[0].text) <= scanner.MAX_EVIDENCE_CHARS
+    assert len(h.lines[0].text) <= verify.MAX_EVIDENCE_CHARS
 
 
 def test_backends_agree_on_a_mixed_log():
@@ -129,9 +129,9 @@ def test_engines_agree_on_every_shipped_rule_example():
 
 
 def test_hyperscan_database_is_cached_and_reloaded(tmp_path, monkeypatch):
-    if not scanner.hyperscan_available():
+    if not scan.hyperscan_available():
         pytest.skip("hyperscan not installed")
-    from troubleshoot.engine import hsdb
+    from troubleshoot.scan import hsdb
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     hsdb._database_cached.cache_clear()
@@ -144,11 +144,11 @@ def test_hyperscan_database_is_cached_and_reloaded(tmp_path, monkeypatch):
 
 
 def test_a_cache_file_others_can_write_is_not_loaded(tmp_path, monkeypatch):
-    if not scanner.hyperscan_available():
+    if not scan.hyperscan_available():
         pytest.skip("hyperscan not installed")
     import os
 
-    from troubleshoot.engine import hsdb
+    from troubleshoot.scan import hsdb
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     hsdb._database_cached.cache_clear()
@@ -163,7 +163,7 @@ def test_a_cache_file_others_can_write_is_not_loaded(tmp_path, monkeypatch):
 
 
 def test_prefilter_forms_only_widen():
-    from troubleshoot.engine.hsdb import prefilter_source
+    from troubleshoot.scan.prefilter import prefilter_source
 
     # Anchors also hold at a \r (a progress bar's segment starts there); the database reads
     # them per line, so an anchored pattern is only tried at line and segment starts.
@@ -218,7 +218,7 @@ def test_prefilter_forms_only_widen():
 def test_prefilter_form_matches_wherever_the_pattern_does(pattern, text):
     """The form, read as a bytes regex (as hyperscan reads it), finds every line the pattern
     finds in the decoded text, multi-byte characters and \\r segments included."""
-    from troubleshoot.engine.hsdb import prefilter_source
+    from troubleshoot.scan.prefilter import prefilter_source
 
     assert any(re.search(pattern, seg, re.ASCII) for seg in text.split("\r"))
     assert re.search(prefilter_source(pattern).encode(), text.encode())
@@ -250,7 +250,7 @@ def test_context_pattern_found_after_a_near_miss_in_the_same_chunk(backend):
 def test_a_capped_pattern_that_hyperscan_rejects_stays_retired(backend, monkeypatch):
     """`.*` matches the empty string: hyperscan refuses it and RE2 finds it; once capped it is
     retired there too, across chunks."""
-    monkeypatch.setattr(scanner, "HIT_CAP", 5)
+    monkeypatch.setattr(tally, "HIT_CAP", 5)
     every = ScanPattern("every", "log", r".*")
     data = "".join(f"step {i}\n" for i in range(300)) + "CUDA out of memory. Tried to allocate 1.00 GiB\n"
     r = scan_stream(io.BytesIO(data.encode()), [every, OOM], backend, chunk_size=64)
@@ -321,11 +321,11 @@ def test_a_log_coloured_throughout_then_plain_agrees_across_engines(chunk):
             assert hits(r, "oom") == want, (backend, threads)
             assert hits(r, "tb") == [(1202, "Traceback (most recent call last):")], (backend, threads)
     if "hyperscan" in BACKENDS:
-        finder = scanner.make_candidates(PATS, "hyperscan")
-        scanner._prepared(bytearray(data[:4096]), 4096 - 7, finder)
+        finder = stream.make_candidates(PATS, "hyperscan")
+        ansi.prepared(bytearray(data[:4096]), 4096 - 7, finder)
         finder.start(bytearray(data[:4096]), 4096 - 7)
         assert finder.strip_all  # coloured throughout: whole chunks are stripped
-        scanner._prepared(bytearray(b"step 1 ok\n" * 400), 4000, finder)
+        ansi.prepared(bytearray(b"step 1 ok\n" * 400), 4000, finder)
         assert not finder.strip_all
 
 
@@ -349,7 +349,7 @@ def test_weak_context_patterns_wait_for_a_second_pass_over_a_file(tmp_path):
         for b in BACKENDS:
             for defer in (True, False):
                 with open(log, "rb") as f:
-                    r = scanner.scan_stream(f, pats, backend=b, defer=defer)
+                    r = scan_stream(f, pats, backend=b, defer=defer)
                 got[b, defer] = {k: (g.count, g.first_line) for k, g in r.hits.items()}
         full = got["re", False]
         assert all(v == full for (b, defer), v in got.items() if not defer), (name, got)
@@ -362,17 +362,17 @@ def test_weak_context_patterns_wait_for_a_second_pass_over_a_file(tmp_path):
                 assert v == cut, (name, b, v)
         assert (("smi", "without_log") in full) == (name != "no process row"), name
         assert (("other", "without_log") in full) == (name != "no process row"), name
-    if scanner.hyperscan_available():
-        finder = scanner.make_candidates(pats, "hyperscan", None, scanner._deferrable(pats))
+    if scan.hyperscan_available():
+        finder = stream.make_candidates(pats, "hyperscan", None, stream._deferrable(pats))
         assert finder.deferred == {2}  # the process row of the rule with a log pattern only
         # In memory (a pipe, a paste) there is no second pass: nothing is deferred.
-        assert scanner.make_candidates(pats, "hyperscan", None).deferred == frozenset()
+        assert stream.make_candidates(pats, "hyperscan", None).deferred == frozenset()
 
 
 def test_hyperscan_databases_are_pruned_to_the_newest(tmp_path, monkeypatch):
-    if not scanner.hyperscan_available():
+    if not scan.hyperscan_available():
         pytest.skip("hyperscan not installed")
-    from troubleshoot.engine import hsdb
+    from troubleshoot.scan import hsdb
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(hsdb, "KEEP", 3)
@@ -386,3 +386,56 @@ def test_hyperscan_databases_are_pruned_to_the_newest(tmp_path, monkeypatch):
     monkeypatch.setattr(hsdb, "_build", lambda *a: builds.append(a) or None)
     scan_text("x\n", [OOM, ScanPattern("team", "log", "team error 4")], "hyperscan")
     assert builds == []  # the newest is still there
+
+
+def test_reports_pack_an_offset_and_an_index_and_refuse_what_does_not_fit():
+    from troubleshoot.scan import packing
+
+    r = packing.pack(123_456_789, packing.INDEX_LIMIT - 1)
+    assert (packing.offset_of(r), packing.index_of(r)) == (123_456_789, packing.INDEX_LIMIT - 1)
+    assert packing.index_of(packing.moved(r, 7)) == packing.INDEX_LIMIT - 1 and packing.offset_of(packing.moved(r, 7)) == 7
+    # Sorted reports are in offset order; every report at an offset sorts below first_past(it).
+    assert packing.pack(9, packing.INDEX_LIMIT - 1) < packing.first_past(9) <= packing.pack(10, 0)
+    for offset, index in ((0, packing.INDEX_LIMIT), (-1, 0), (0, -1)):
+        with pytest.raises(packing.PackingError):
+            packing.pack(offset, index)  # an index past its bits would name another offset
+    packing.check_count(packing.INDEX_LIMIT)
+    with pytest.raises(packing.PackingError):
+        packing.check_count(packing.INDEX_LIMIT + 1)
+
+
+def test_a_scan_leaves_the_process_allocator_alone(tmp_path):
+    """Tuning glibc's allocator is the program's choice (reader.tune_allocator, called by its
+    entry point): a scan of a large log, forked or not, never loads ctypes to do it."""
+    import subprocess
+    import sys
+
+    log = tmp_path / "big.log"
+    log.write_bytes(b"step 1 ok\n" * (1 << 20) + b"CUDA out of memory. Tried to allocate 2 GiB\n")
+    script = ("import io, sys\n"
+              "from troubleshoot.scan import ScanPattern, scan_stream\n"
+              "pats = [ScanPattern('oom', 'log', r'CUDA out of memory')]\n"
+              f"with open({str(log)!r}, 'rb') as f:\n"
+              "    data = f.read()\n"
+              "    f.seek(0)\n"
+              "    a = scan_stream(f, pats, threads=1)\n"
+              "b = scan_stream(io.BytesIO(data), pats, threads=0)\n"
+              "assert a.get('oom', 'log').count == b.get('oom', 'log').count == 1\n"
+              "print('ctypes' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+    from troubleshoot.scan import reader
+
+    reader.tune_allocator()  # the program's call: harmless, and a second one does nothing
+    reader.tune_allocator()
+
+
+def test_paste_and_the_scanner_strip_the_same_escape_sequences():
+    from troubleshoot import paste
+
+    assert ansi.ANSI.pattern.encode() == ansi.ANSI_BYTES.pattern
+    assert paste._ANSI is ansi.ANSI and paste._ANSI_BYTES is ansi.ANSI_BYTES
+    line = "\x1b]0;title\x07\x1b[1;31mDriver Version:\x1b[0m 535.104 \x1b(B\x1b7ok"
+    assert ansi.ANSI.sub("", line) == "Driver Version: 535.104 ok"
+    assert ansi.clean_line(line.encode()) == ("Driver Version: 535.104 ok",)

@@ -10,8 +10,9 @@ import threading
 
 import pytest
 
-from troubleshoot.engine import scanner, scanproc
-from troubleshoot.engine.scanner import ScanCancelled, ScanPattern, scan_stream
+from troubleshoot import scan
+from troubleshoot.scan import ScanCancelled, ScanPattern, forked, reader, scan_stream, tally
+from troubleshoot.scan import children as procs
 from tests.test_scanner_threads import OOM, PATS, TB, broken_condition, mixed_log, summary
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
@@ -20,8 +21,8 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
 @pytest.fixture
 def children(monkeypatch):
     """Every child forked during the test, to check that each ran and was reaped."""
-    made: list[scanproc.Child] = []
-    real = scanproc.Child
+    made: list[procs.Child] = []
+    real = procs.Child
 
     class Recorded(real):
         def __init__(self, work):
@@ -29,7 +30,7 @@ def children(monkeypatch):
             made.append(self)
             self.first_pid = self.pid
 
-    monkeypatch.setattr(scanproc, "Child", Recorded)
+    monkeypatch.setattr(procs, "Child", Recorded)
     return made
 
 
@@ -51,11 +52,11 @@ def scan_file(path, backend="hyperscan", **kw):
 @pytest.mark.parametrize("chunk", [61, 4096])
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_forked_ranges_find_exactly_what_one_process_finds(tmp_path, backend, chunk, threads, children, monkeypatch):
-    if backend == "hyperscan" and not scanner.hyperscan_available():
+    if backend == "hyperscan" and not scan.hyperscan_available():
         pytest.skip("hyperscan not installed")
-    if backend == "re2" and not scanner.re2_available():
+    if backend == "re2" and not scan.re2_available():
         pytest.skip("re2 not installed")
-    monkeypatch.setattr(scanner, "HIT_CAP", 50)  # a capped group retires its patterns mid-scan
+    monkeypatch.setattr(tally, "HIT_CAP", 50)  # a capped group retires its patterns mid-scan
     log = tmp_path / "train.log"
     log.write_bytes(mixed_log(4000))
     want = summary(scan_stream(io.BytesIO(log.read_bytes()), PATS, backend, chunk_size=chunk, threads=0))
@@ -118,7 +119,7 @@ def test_a_child_that_dies_leaves_its_range_to_the_parent(tmp_path, children, mo
         send([(0, [])])
         os._exit(3)
 
-    monkeypatch.setattr(scanner, "_child_scan", dies)
+    monkeypatch.setattr(forked, "child_scan", dies)
     log = tmp_path / "train.log"
     log.write_bytes(mixed_log(4000))
     want = summary(scan_stream(io.BytesIO(log.read_bytes()), PATS, "hyperscan", chunk_size=512, threads=0))
@@ -128,7 +129,7 @@ def test_a_child_that_dies_leaves_its_range_to_the_parent(tmp_path, children, mo
 
 
 def test_a_child_stops_at_its_report_budget_and_the_parent_scans_the_rest(tmp_path, children, monkeypatch):
-    monkeypatch.setattr(scanner, "REPORT_BYTES", 1)  # each child stops after its first chunk with a match
+    monkeypatch.setattr(forked, "REPORT_BYTES", 1)  # each child stops after its first chunk with a match
     log = tmp_path / "train.log"
     log.write_bytes(mixed_log(4000))
     want = summary(scan_stream(io.BytesIO(log.read_bytes()), PATS, "hyperscan", chunk_size=512, threads=0))
@@ -172,14 +173,14 @@ def test_progress_counts_every_byte_once_and_only_grows(tmp_path, children):
 
 
 def test_no_fork_while_another_thread_runs_or_for_a_stream_that_is_not_a_file(tmp_path, children, monkeypatch):
-    monkeypatch.setattr(scanner, "FORK_MIN_BYTES", 1024)
+    monkeypatch.setattr(forked, "FORK_MIN_BYTES", 1024)
     log = tmp_path / "train.log"
     log.write_bytes(mixed_log(4000))
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)
     other.start()
     try:
-        assert not scanproc.forkable()
+        assert not procs.forkable()
         scan_file(log, chunk_size=512, threads=1)
     finally:
         stop.set()
@@ -202,8 +203,7 @@ def test_a_child_never_writes_what_the_parent_had_buffered(tmp_path):
     log.write_bytes(mixed_log(4000))
     script = textwrap.dedent(f"""
         import sys
-        from troubleshoot.engine import scanproc
-        from troubleshoot.engine.scanner import scan_stream
+        from troubleshoot.scan import scan_stream
         from tests.test_scanner_threads import PATS
         sys.stdout.write("written once")  # still in the buffer when the children are forked
         with open({str(log)!r}, "rb") as f:
@@ -225,7 +225,7 @@ def context_log(tmp_path, chunk: int):
     log = tmp_path / "ctx.log"
     log.write_bytes(b"".join(body))
     with open(log, "rb") as f:
-        k = scanner._cuts(f.fileno(), 0, 2, chunk)[1] // 32  # the first line of the child's range
+        k = forked.cuts(f.fileno(), 0, 2, chunk)[1] // 32  # the first line of the child's range
     return pats, body, log, k
 
 
@@ -250,7 +250,7 @@ def test_a_context_group_is_counted_in_line_order_by_every_engine_and_every_cut(
 
 def test_a_line_longer_than_long_line_is_cut_into_the_same_windows_wherever_the_scan_starts(tmp_path, children,
                                                                                          monkeypatch):
-    monkeypatch.setattr(scanner, "LONG_LINE", 2048)
+    monkeypatch.setattr(reader, "LONG_LINE", 2048)
     long_line = b"".join(b"x" * 500 + b" ERROR %d " % k for k in range(40))  # a match across some window edges
     data = b"".join(b"short line %d\n" % i for i in range(3000)) + long_line + b"\n" + b"tail\n" * 500
     log = tmp_path / "long.log"
@@ -273,7 +273,7 @@ def test_a_fork_that_fails_leaves_the_scan_to_this_process_with_nothing_left_ope
             raise BlockingIOError(11, "Resource temporarily unavailable")  # RLIMIT_NPROC reached
         return real_fork()
 
-    monkeypatch.setattr(scanproc.os, "fork", fork)
+    monkeypatch.setattr(procs.os, "fork", fork)
     log = tmp_path / "train.log"
     log.write_bytes(mixed_log(4000))
     fds = len(os.listdir("/proc/self/fd"))
@@ -311,12 +311,12 @@ def test_ctrl_c_at_the_fork_never_loses_the_child(monkeypatch):
             os.kill(os.getpid(), signal.SIGINT)  # held: it arrives once start() lets it
         return pid
 
-    monkeypatch.setattr(scanproc.os, "fork", fork_then_ctrl_c)
+    monkeypatch.setattr(procs.os, "fork", fork_then_ctrl_c)
     started: list = []
     r, w = os.pipe()  # the child waits on it: it is still running when Ctrl-C arrives
     try:
         with pytest.raises(KeyboardInterrupt):
-            scanproc.start(lambda send: os.read(r, 1), started)
+            procs.start(lambda send: os.read(r, 1), started)
         assert len(started) == 1 and started[0].pid is not None
         pid = started[0].pid
         started[0].kill()
@@ -343,7 +343,7 @@ def test_a_report_cut_short_is_a_child_that_failed():
             send([b"y" * (4 << 20)])  # far more than the pipe holds: it blocks here
 
         started: list = []
-        scanproc.start(work, started)
+        procs.start(work, started)
         child = started[0]
         os.read(r, 1)
         import select
@@ -353,7 +353,7 @@ def test_a_report_cut_short_is_a_child_that_failed():
             child.data += os.read(child.fd, 64 << 10)  # no more: the rest of the 4 MiB cannot be in yet
         os.kill(child.pid, signal.SIGKILL)
         got = child.messages()
-        assert [scanproc.load(m) for m in got] == [["first batch"]]
+        assert [procs.load(m) for m in got] == [["first batch"]]
     finally:
         signal.signal(signal.SIGCHLD, old)
         os.close(r)
@@ -380,7 +380,7 @@ def test_patterns_that_match_empty_text_find_the_same_lines_in_every_engine(tmp_
 
 
 def test_the_pure_python_engine_stops_looking_for_what_it_retired_within_a_chunk(monkeypatch):
-    monkeypatch.setattr(scanner, "HIT_CAP", 2)
+    monkeypatch.setattr(tally, "HIT_CAP", 2)
     pats = [ScanPattern("c", "with_log:0", r"version (?P<v>\d)"), ScanPattern("l", "log", r"step (?P<s>\d)")]
     data = b"version 1\nversion 2\nstep 1\nstep 2\nstep 3\nversion 3\nstep 4\n"
     got = {e: summary(scan_stream(io.BytesIO(data), pats, e, chunk_size=1 << 20, threads=0)) for e in ("re", "re2")}

@@ -8,10 +8,10 @@ import threading
 
 import pytest
 
-from troubleshoot.engine import scanner, scanpool
-from troubleshoot.engine.scanner import ScanCancelled, ScanPattern, scan_stream
+from troubleshoot import scan
+from troubleshoot.scan import ScanCancelled, ScanPattern, hyperscan, pool, reader, scan_stream, tally, threaded
 
-pytestmark = pytest.mark.skipif(not scanner.hyperscan_available(), reason="hyperscan not installed")
+pytestmark = pytest.mark.skipif(not scan.hyperscan_available(), reason="hyperscan not installed")
 
 OOM = ScanPattern("oom", "log", re.compile(r"CUDA out of memory\. Tried to allocate (?P<req>[\d.]+ [KMG]iB)", re.ASCII))
 TB = ScanPattern("tb", "log", re.compile(r"^Traceback \(most recent call last\)", re.ASCII))
@@ -44,7 +44,7 @@ def scan_threads_alive() -> list[threading.Thread]:
 @pytest.mark.parametrize("chunk", [61, 4096, 1 << 20])
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_threads_find_exactly_what_one_thread_finds(chunk, threads, monkeypatch):
-    monkeypatch.setattr(scanner, "HIT_CAP", 50)  # a capped group retires its patterns mid-scan
+    monkeypatch.setattr(tally, "HIT_CAP", 50)  # a capped group retires its patterns mid-scan
     data = mixed_log()
     want = summary(scan_stream(io.BytesIO(data), PATS, "hyperscan", chunk_size=chunk, threads=0))
     got = summary(scan_stream(io.BytesIO(data), PATS, "hyperscan", chunk_size=chunk, threads=threads))
@@ -120,8 +120,8 @@ def test_an_error_in_a_worker_reaches_the_caller():
         def scan(self, data, match_event_handler=None, scratch=None):
             raise RuntimeError("hyperscan failed")
 
-    with scanpool.Pool(Fails(), 2, lambda db: None) as pool:
-        job = pool.submit(memoryview(b"some bytes\n"))
+    with pool.Pool(Fails(), 2, lambda db: None, hyperscan.reports) as workers:
+        job = workers.submit(memoryview(b"some bytes\n"))
         with pytest.raises(RuntimeError, match="hyperscan failed"):
             job.result()
     assert scan_threads_alive() == []
@@ -129,16 +129,16 @@ def test_an_error_in_a_worker_reaches_the_caller():
 
 def test_thread_count_follows_the_cores_and_the_input(monkeypatch):
     monkeypatch.delenv("TROUBLESHOOT_SCAN_THREADS", raising=False)
-    monkeypatch.setattr(scanpool.os, "sched_getaffinity", lambda pid: {0}, raising=False)
-    assert scanpool.scan_threads(1 << 30, 4 << 20) == 0  # one core: the scan stays in this thread
-    monkeypatch.setattr(scanpool.os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
-    assert scanpool.scan_threads(1 << 30, 4 << 20) == scanpool.MAX_THREADS - 1  # and this thread
-    assert scanpool.scan_threads(None, 4 << 20) == scanpool.MAX_THREADS - 1  # a pipe: size unknown
-    monkeypatch.setattr(scanpool.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
-    assert scanpool.scan_threads(1 << 30, 4 << 20) == 1
-    assert scanpool.scan_threads(1 << 20, 4 << 20) == 0  # a small log
+    monkeypatch.setattr(threaded.os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert threaded.scan_threads(1 << 30, 4 << 20) == 0  # one core: the scan stays in this thread
+    monkeypatch.setattr(threaded.os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    assert threaded.scan_threads(1 << 30, 4 << 20) == threaded.MAX_THREADS - 1  # and this thread
+    assert threaded.scan_threads(None, 4 << 20) == threaded.MAX_THREADS - 1  # a pipe: size unknown
+    monkeypatch.setattr(threaded.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert threaded.scan_threads(1 << 30, 4 << 20) == 1
+    assert threaded.scan_threads(1 << 20, 4 << 20) == 0  # a small log
     monkeypatch.setenv("TROUBLESHOOT_SCAN_THREADS", "0")
-    assert scanpool.scan_threads(1 << 30, 4 << 20) == 0
+    assert threaded.scan_threads(1 << 30, 4 << 20) == 0
 
 
 def test_the_size_of_what_is_left_decides(tmp_path, monkeypatch):
@@ -149,31 +149,31 @@ def test_the_size_of_what_is_left_decides(tmp_path, monkeypatch):
 
     b = io.BytesIO(b"x\n" * 5000)
     b.read(10)
-    assert scanner._stream_size(b) == 9990
+    assert reader.stream_size(b) == 9990
     log = tmp_path / "train.log"
     log.write_bytes(mixed_log(2000))
     with open(log, "rb") as f:
         peeked = logfiles.Peeked(f.read(100), f)
-        assert scanner._stream_size(peeked) == log.stat().st_size
+        assert reader.stream_size(peeked) == log.stat().st_size
     r, w = __import__("os").pipe()
     with open(r, "rb") as pipe, open(w, "wb"):
-        assert scanner._stream_size(logfiles.Peeked(b"abc", pipe)) is None
+        assert reader.stream_size(logfiles.Peeked(b"abc", pipe)) is None
 
     started = []
-    real_pool = scanpool.Pool
+    real_pool = pool.Pool
 
     def recording_pool(*a, **k):
         started.append(a[1])
         return real_pool(*a, **k)
 
-    monkeypatch.setattr(scanpool, "Pool", recording_pool)
+    monkeypatch.setattr(pool, "Pool", recording_pool)
     monkeypatch.delenv("TROUBLESHOOT_SCAN_THREADS", raising=False)
-    monkeypatch.setattr(scanpool.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(threaded.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     ruleset = load_ruleset(use_config=False)
     monkeypatch.setenv("TROUBLESHOOT_SCAN_ENGINE", "hyperscan")
     pipeline.run(str(log), ruleset=ruleset)
     assert started == []  # below PARALLEL_MIN_BYTES
-    monkeypatch.setattr(scanner, "PARALLEL_MIN_BYTES", 1024)
+    monkeypatch.setattr(threaded, "PARALLEL_MIN_BYTES", 1024)
     pipeline.run(str(log), ruleset=ruleset)
     assert started == [1]  # one worker beside the scanner's own thread on two cores
     assert scan_threads_alive() == []

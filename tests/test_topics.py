@@ -12,7 +12,7 @@ from conftest import REPO, run_cli
 from troubleshoot import pipeline
 from troubleshoot.engine.lint import lint
 from troubleshoot.engine.ruleset import load_ruleset
-from troubleshoot.engine.scanner import scan_text, series_view
+from troubleshoot.scan import scan_text, series_view
 from troubleshoot.engine.diagnose import scan_patterns
 from troubleshoot_fixers.profiling import ProfileJob
 

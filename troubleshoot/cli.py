@@ -1,4 +1,7 @@
-"""Command-line front end. Parses arguments, calls the pipeline, renders; no diagnosis logic.
+"""Command-line front end: the parser of every command, `main`, and the one place errors are
+printed. `main` builds the command's `context.CommandContext` once from the parsed options and
+hands it to the command's module (cli_diagnose, cli_rules, cli_fix, cli_run, cli_fleet), which
+asks it for logs, facts and rules, calls the pipeline or the fix service, and renders.
 
 Every command exits 0 when it ran, 2 with one line `troubleshoot: error: ...` on bad usage or
 unreadable input, and never shows a traceback for bad input.
@@ -183,17 +186,26 @@ _COMMAND_NAMES = frozenset(n for names, _ in _SUBCOMMANDS for n in names)
 # Commands whose files are all written and closed before they return: the `troubleshoot`
 # command leaves them without the interpreter's teardown (see `entry`).
 QUICK_EXIT = frozenset({"diagnose", "probe", "run"})
+# The TUI (`tui`, or no command on a terminal): `q` never waits for a probe still running.
+LEAVE_AT_ONCE = frozenset({"tui", None})
 _last_command: str | None = None  # what main() ran, for entry()
 
 
 def entry() -> None:
-    """The `troubleshoot` executable: main(), then exit. After diagnose, probe and run the
-    interpreter's teardown (freeing every object and module one by one: 15-35 ms, a tenth of a
-    small diagnosis, all of it memory the kernel takes back at once) is skipped: atexit
-    handlers still run and the standard streams are flushed first. Anything that could lose
-    data takes the ordinary exit: another command, a thread still running that is not a
-    daemon, a stream that cannot be flushed."""
+    """The `troubleshoot` executable. The process-wide settings a program may make, and a
+    library it imports must not, are made here and only here, each with its reason; then
+    main(); then the exit.
+
+    After diagnose, probe and run the interpreter's teardown (freeing every object and module
+    one by one: 15-35 ms, a tenth of a small diagnosis, all of it memory the kernel takes back
+    at once) is skipped: atexit handlers still run and the standard streams are flushed first.
+    Anything that could lose data takes the ordinary exit: another command, a thread still
+    running that is not a daemon, a stream that cannot be flushed. The TUI leaves at once,
+    whatever its background jobs are doing (~1 s of teardown with rules and a scan in memory)."""
+    _process_settings(command_in(sys.argv[1:]))
     code = main()
+    if _last_command in LEAVE_AT_ONCE:
+        _flush_and_leave(code)
     if _last_command in QUICK_EXIT:
         import threading
 
@@ -201,13 +213,30 @@ def entry() -> None:
             import atexit
 
             atexit._run_exitfuncs()  # private, but the one way to run them as exit would
-            try:
-                sys.stdout.flush()
-                sys.stderr.flush()
-            except (OSError, ValueError):
-                sys.exit(code)  # Python reports the failed flush and sets the exit status, as usual
-            os._exit(code)
+            _flush_and_leave(code)
     sys.exit(code)
+
+
+def _process_settings(command: str | None) -> None:
+    """Settings of the whole process, for this program only."""
+    from troubleshoot import scan
+
+    # glibc serves the chunk-sized blocks of a scan from fresh mmaps and returns them on free:
+    # a third of a large scan's CPU was faulting in new pages (scan.reader.tune_allocator).
+    scan.tune_allocator()
+    if command in LEAVE_AT_ONCE:
+        # Background jobs (ten probes, a scan) hold the GIL in turns; the default 5 ms hand-over
+        # makes every step of handling a key wait behind them. A shorter one keeps keys responsive.
+        sys.setswitchinterval(0.0005)
+
+
+def _flush_and_leave(code: int) -> None:
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        sys.exit(code)  # Python reports the failed flush and sets the exit status, as usual
+    os._exit(code)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -221,32 +250,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         # fleet's --python is a path on each node, not here
         cli_paths.check(args, skip=("python",) if args.command == "fleet" else ())
-        if args.command == "diagnose":
-            return cmd_diagnose(args)
-        if args.command == "probe":
-            return cmd_probe(args)
-        if args.command in (None, "tui"):
-            return cmd_tui(args)
-        if args.command == "run":
-            from troubleshoot import cli_run
+        from troubleshoot import context
 
-            # Installed plugins load once the job runs; a -p plugin that fails stops it before.
-            return cli_run.cmd_run(args, _plugins(args) if args.plugins else None)
-        if args.command in ("fixers", "fix", "undo", "history"):
-            from troubleshoot import cli_fix
-
-            if args.command == "undo":
-                return cli_fix.cmd_undo(args)
-            if args.command == "history":
-                return cli_fix.cmd_history(args)
-            plugins = _plugins(args)
-            return cli_fix.cmd_fix(args, plugins) if args.command == "fix" else cli_fix.cmd_fixers(args, plugins)
-        if args.command == "rules":
-            return cmd_rules(args)
-        if args.command == "fleet":
-            from troubleshoot import cli_fleet
-
-            return cli_fleet.cmd_fleet(args, _plugins(args))
+        return _dispatch(args, context.build(args, warn=print_warning))
     except TroubleshootError as exc:  # the one place errors are printed: what they quote is data
         print(f"{PROG}: error: {terminal_safe(str(exc), keep_newlines=False)}", file=sys.stderr)
         return 2
@@ -262,15 +268,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
+def _dispatch(args, ctx) -> int:
+    """The command's module, given its context (built once, in main)."""
+    command = args.command
+    if command in ("diagnose", "probe", "tui", None):
+        from troubleshoot import cli_diagnose
+
+        run = {"diagnose": cli_diagnose.cmd_diagnose, "probe": cli_diagnose.cmd_probe}.get(command)
+        return (run or cli_diagnose.cmd_tui)(args, ctx)
+    if command == "run":
+        from troubleshoot import cli_run
+
+        return cli_run.cmd_run(args, ctx)
+    if command in ("fixers", "fix", "undo", "history"):
+        from troubleshoot import cli_fix
+
+        run = {"fixers": cli_fix.cmd_fixers, "fix": cli_fix.cmd_fix, "undo": cli_fix.cmd_undo,
+               "history": cli_fix.cmd_history}[command]
+        return run(args, ctx)
+    if command == "rules":
+        from troubleshoot import cli_rules
+
+        return cli_rules.cmd_rules(args, ctx)
+    from troubleshoot import cli_fleet
+
+    return cli_fleet.cmd_fleet(args, ctx)
+
+
 def plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
-
-
-def command_line(*words: str, args=None) -> str:
-    """A command to print as a hint, repeating the --rules/-p of this one so that it copy-pastes."""
-    import shlex
-
-    return shlex.join(["troubleshoot", *words, *(_hint_args(args) if args is not None else [])])
 
 
 def print_warning(message: object) -> None:
@@ -278,7 +304,8 @@ def print_warning(message: object) -> None:
     print(f"{PROG}: warning: {terminal_safe(str(message), keep_newlines=False)}", file=sys.stderr)
 
 
-def _warn_problems(ruleset, args=None) -> None:
+def warn_problems(ruleset, ctx) -> None:
+    """The rule set's load problems on stderr, at most MAX_WARNINGS of them."""
     problems = ruleset.problems
     for p in problems[:MAX_WARNINGS]:
         if p.level == "error":
@@ -286,357 +313,7 @@ def _warn_problems(ruleset, args=None) -> None:
         else:  # a warning says so itself
             print(f"{PROG}: {terminal_safe(str(p), keep_newlines=False)}", file=sys.stderr)
     if len(problems) > MAX_WARNINGS:
-        print_warning(f"... and {len(problems) - MAX_WARNINGS} more (run `{command_line('rules', 'lint', args=args)}`)")
-
-
-def _use_rich(choice: str) -> bool:
-    """Markdown rendered for a terminal (Rich); plain text without its marks when piped or `never`."""
-    if choice == "always":
-        return True
-    return choice != "never" and sys.stdout.isatty()
-
-
-def _use_colour(choice: str) -> bool:
-    if choice == "always":
-        return True
-    if choice == "never" or os.environ.get("NO_COLOR"):
-        return False
-    return sys.stdout.isatty()
-
-
-def _plugins(args):
-    from troubleshoot.plugins import load_plugins, warn
-
-    plugins = load_plugins(args.plugins)
-    warn(plugins.problems)
-    plugins.report = lambda problem: warn([problem])
-    return plugins
-
-
-def _facts_sources(args, plugins) -> list:
-    """Facts for a diagnosis: a saved snapshot, this machine's probes, or none (--no-probe)."""
-    from troubleshoot import pipeline
-    from troubleshoot.sources import FactsSource
-
-    if getattr(args, "snapshot", None):
-        from troubleshoot import snapshot
-
-        loaded = snapshot.load(args.snapshot)
-        for w in loaded.warnings:
-            print_warning(w)
-        return [FactsSource(loaded.facts, f"snapshot {args.snapshot}")]
-    if getattr(args, "no_probe", False):
-        return []
-    return [FactsSource(pipeline.probe(getattr(args, "python", None), plugins), "this machine")]
-
-
-def cmd_diagnose(args) -> int:
-    from troubleshoot import pipeline
-    from troubleshoot.sources import Sources, log_sources
-
-    if args.follow or args.pid is not None:
-        from troubleshoot import cli_follow
-
-        return cli_follow.follow(args, _plugins(args))
-    specs = args.log or ([] if sys.stdin.isatty() else ["-"])
-    if not specs and args.no_probe:
-        raise TroubleshootError("nothing to diagnose: give a log (--log PATH, --log -, or pipe one), "
-                                "or let troubleshoot probe this machine (drop --no-probe)")
-    plugins = _plugins(args)
-    ruleset = pipeline.load_rules(args.rules, plugins)
-    logs = log_sources(specs)  # a bad path fails before seconds of probing
-    facts = _facts_sources(args, plugins)
-    result = pipeline.diagnose_sources(Sources(logs, facts), ruleset)
-    _warn_problems(result.ruleset, args)
-    facts_source = facts[0].origin if facts else None
-    source = result.source if facts_source is None or logs else facts_source
-    if args.format == "json":
-        from troubleshoot.report import jsonfmt
-
-        meta = {"source": result.source, "lines": result.lines, "facts": facts_source,
-                "logs": result.logs, "summary": result.headline}
-        sys.stdout.write(jsonfmt.render(result.diagnoses, meta))
-    elif args.format == "markdown":
-        from troubleshoot.report import markdown
-
-        sys.stdout.write(terminal_safe(markdown.render(result.diagnoses, source)))
-    else:
-        from troubleshoot.report import text
-
-        if result.headline:
-            sys.stdout.write(terminal_safe(result.headline) + "\n\n")
-        sys.stdout.write(text.render(result.diagnoses, colour=_use_colour(args.color),
-                                     limit=None if args.all else 5, source=source,
-                                     hint_args=_hint_args(args), rich=_use_rich(args.color)))
-    return _fail_on(args.fail_on, result.diagnoses)
-
-
-def _fail_on(threshold: str | None, diagnoses) -> int:
-    """1 when a diagnosis is at least as severe as `threshold` (SEVERITIES runs worst first)."""
-    from troubleshoot.model import SEVERITIES
-
-    if threshold is None:
-        return 0
-    worst = SEVERITIES.index(threshold)
-    return 1 if any(SEVERITIES.index(d.severity) <= worst for d in diagnoses) else 0
-
-
-def _hint_args(args) -> list[str]:
-    """The options a printed command line must repeat to see the same rules and plugins."""
-    out: list[str] = []
-    for d in getattr(args, "rules", None) or []:
-        out += ["--rules", d]
-    for p in getattr(args, "plugins", None) or []:
-        out += ["-p", p]
-    return out
-
-
-def cmd_tui(args) -> int:
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        if args.command is None:
-            build_parser().print_help()
-            return 0
-        raise TroubleshootError("the TUI needs a terminal; use `troubleshoot diagnose` in scripts")
-    from troubleshoot.tui.early import EarlyKeys
-
-    early = EarlyKeys.start(sys.stdin.fileno())  # `q` works from here on, before Textual is imported
-    try:
-        from troubleshoot.tui.app import run_tui
-
-        return run_tui(log=getattr(args, "log", None), snapshot=getattr(args, "snapshot", None),
-                       rules=getattr(args, "rules", []), follow=getattr(args, "follow", None),
-                       root=getattr(args, "root", None), probe=not getattr(args, "no_probe", False),
-                       plugins=_plugins(args), fast_exit=True, early=early)
-    finally:
-        if early is not None:
-            early.finish()
-
-
-def cmd_probe(args) -> int:
-    import json
-
-    from troubleshoot import pipeline, snapshot
-    from troubleshoot.fleet.collect import hang_if_asked
-
-    hang_if_asked()
-    snap = pipeline.probe(args.python, _plugins(args))
-    if args.redact:
-        snap = snapshot.redact(snap)
-    if args.save:
-        snapshot.save(snap, args.save)
-        print(f"{PROG}: saved snapshot to {terminal_safe(args.save, keep_newlines=False)}", file=sys.stderr)
-    if args.format == "json":
-        sys.stdout.write(json.dumps(snap, indent=2, default=str) + "\n")
-    else:
-        from troubleshoot.report import probe_text
-
-        sys.stdout.write(terminal_safe(probe_text.render(snap)))  # this machine's names and values are data
-    return 0
-
-
-def cmd_rules(args) -> int:
-    sub = args.rules_command
-    if sub is None:
-        # Like `fixers`: the group's read-only listing is what someone exploring it wants to see;
-        # the other subcommands need arguments or change nothing without them.
-        sub, args.rules, args.format = "list", [], "text"
-    if sub == "why":
-        return cmd_why(args, _plugins(args))
-    if sub == "new":
-        from troubleshoot import cli_rules_new
-
-        return cli_rules_new.cmd_new(args, _plugins(args))
-    from troubleshoot import pipeline
-
-    plugins = _plugins(args)
-    ruleset = pipeline.load_rules(args.rules, plugins)
-    if sub == "lint":
-        from troubleshoot.engine.lint import lint
-
-        from troubleshoot import snapshot
-
-        documented = set(snapshot.schema()["properties"])
-        areas = frozenset(p.name for p in plugins.collect("troubleshoot_probes") if p.name not in documented)
-        from troubleshoot.fixes.registry import load_fixers
-
-        problems = lint(ruleset, extra_areas=areas, fixers=load_fixers(plugins))
-        for p in problems:
-            print(terminal_safe(str(p), keep_newlines=False))
-        errors = [p for p in problems if p.level == "error"]
-        sys.stdout.flush()
-        print(f"{plural(len(ruleset.rules), 'rule')}, {plural(len(errors), 'error')}, "
-              f"{plural(len(problems) - len(errors), 'warning')}", file=sys.stderr)
-        return 2 if errors else 0
-    if sub == "test":
-        from troubleshoot.engine.examples import check_examples
-
-        _warn_problems(ruleset, args)
-        from troubleshoot import paste
-
-        checked, failures = check_examples(ruleset.rules, facts_of=lambda text: paste.read(text).facts)
-        for f in failures:
-            print(terminal_safe(str(f)))
-        # A rule that did not load has no examples to fail: its file must fail the run instead.
-        broken = sorted({terminal_safe(str(p.path), keep_newlines=False) for p in ruleset.errors})
-        print(f"{plural(checked, 'example')} in {plural(len(ruleset.rules), 'rule')}: {checked - len(failures)} passed, "
-              f"{len(failures)} failed" + (f"; {plural(len(broken), 'rule file')} did not load (or lost rules): "
-                                           f"{', '.join(broken)}" if broken else ""))
-        return 1 if failures or broken else 0
-    if sub == "list":
-        _warn_problems(ruleset, args)
-        return _rules_list(ruleset, args.format)
-    if sub == "symptoms":
-        _warn_problems(ruleset, args)
-        return _rules_symptoms(ruleset, args.format)
-    if sub == "show":
-        return _rules_show(ruleset, args.id, args)
-    if sub == "patterns":
-        return _rules_patterns(ruleset, args.syntax)
-    raise TroubleshootError(f"unknown rules subcommand {sub!r}")  # pragma: no cover
-
-
-def _rules_patterns(ruleset, syntax: str) -> int:
-    """One pattern a line. Piped, as written (`grep -E -f` needs each byte of a pattern); on a
-    terminal, its control characters are shown, not obeyed."""
-    from troubleshoot.engine.ere import to_ere
-
-    shown = (lambda p: terminal_safe(p, keep_newlines=False)) if sys.stdout.isatty() else (lambda p: p)
-    for r in ruleset.rules:
-        for p in r.log:
-            print(shown(p.source if syntax == "python" else to_ere(p.regex)))
-    return 0
-
-
-def _rules_list(ruleset, fmt: str) -> int:
-    import json
-
-    rows = []
-    for r in sorted(ruleset.rules, key=lambda r: (r.symptom, r.id)):
-        rows.append({"id": r.id, "symptom": r.symptom, "severity": r.severity, "title": r.title,
-                     "pack": r.origin.pack, "path": r.origin.path, "line": r.origin.line,
-                     "overrides": [str(o) for o in ruleset.overridden.get(r.id, [])]})
-    if fmt == "json":
-        disabled = {k: str(v) for k, v in ruleset.disabled.items()}
-        print(json.dumps({"schema": 1, "rules": rows, "disabled": disabled}, indent=2))
-        return 0
-    for row in rows:
-        extra = f" (overrides {', '.join(row['overrides'])})" if row["overrides"] else ""
-        print(terminal_safe(f"{row['id']:<44} {row['symptom']:<26} {row['severity']:<8} {row['pack']}:"
-                            f"{os.path.basename(row['path'])}:{row['line']}{extra}", keep_newlines=False))
-    for rid, origin in ruleset.disabled.items():
-        print(terminal_safe(f"{rid:<44} disabled by {origin}", keep_newlines=False))
-    print(plural(len(rows), "rule"), file=sys.stderr)
-    return 0
-
-
-def _rules_symptoms(ruleset, fmt: str) -> int:
-    import json
-
-    rows = []
-    for sid, desc in ruleset.taxonomy.items():
-        origin = ruleset.symptom_origins.get(sid)
-        rows.append({"id": sid, "description": desc, "pack": origin.pack if origin else "shipped",
-                     "path": origin.path if origin else None, "line": origin.line if origin else None})
-    if fmt == "json":
-        print(json.dumps({"schema": 1, "symptoms": rows}, indent=2))
-        return 0
-    for row in rows:
-        where = f"{row['path']}:{row['line']}" if row["path"] else "shipped"
-        print(terminal_safe(f"{row['id']:<30} {where}  {row['description']}", keep_newlines=False))
-    team = sum(1 for r in rows if r["path"])
-    print(f"{plural(len(rows), 'symptom')} ({team} from team folders)", file=sys.stderr)
-    return 0
-
-
-def _rules_show(ruleset, rule_id: str, args=None) -> int:
-    r = ruleset.get(rule_id)
-    if r is None:
-        raise TroubleshootError(f"no rule with id {rule_id!r} (see `{command_line('rules', 'list', args=args)}`)")
-    out = [f"{r.id}  ({r.origin}, pack {r.origin.pack})", f"  symptom:    {r.symptom}", f"  title:      {r.title}",
-           f"  severity:   {r.severity}", f"  confidence: {r.confidence}"]
-    if r.downstream_of:
-        out.append(f"  downstream of: {', '.join(r.downstream_of)}")
-    if r.refines:
-        out.append(f"  refines:    {', '.join(r.refines)}")
-    for label, pats in (("log", r.log), ("with_log", r.with_log), ("without_log", r.without_log)):
-        for p in pats:
-            out.append(f"  {label}: {p.source}")
-    for c in r.facts:
-        out.append(f"  facts: {c.source}")
-    out.append("")
-    out += ["  " + ln for ln in r.explain.splitlines()]
-    if r.fixes:
-        out += ["", "  fixes:"]
-    for f in r.fixes:
-        out.append(f"  - {f.fixer}" + (f": {f.title}" if f.title else ""))
-        out += _param_lines(f.params, "      ")
-    if r.references:
-        out += ["", "  references:"]
-    out += [f"  - {ref}" for ref in r.references]
-    out.append(f"  examples: {len(r.examples.match)} match, {len(r.examples.no_match)} no_match")
-    print(terminal_safe("\n".join(out)))  # rule files are data, like logs
-    return 0
-
-
-def _param_lines(params: dict, indent: str) -> list[str]:
-    """`name: value` per parameter; a multi-line text as an indented block, other values as JSON."""
-    import json
-
-    out = []
-    for k, v in params.items():
-        if isinstance(v, str) and "\n" in v.strip():
-            out.append(f"{indent}{k}: |")
-            out += [f"{indent}  {ln}" for ln in v.strip().splitlines()]
-        else:
-            out.append(f"{indent}{k}: {v if isinstance(v, str) else json.dumps(v)}")
-    return out
-
-
-def cmd_why(args, plugins=None) -> int:
-    from troubleshoot import pipeline
-
-    log = args.log
-    if log is None and not sys.stdin.isatty():
-        log = "-"
-    facts = None
-    if args.snapshot:
-        from troubleshoot import snapshot
-
-        loaded = snapshot.load(args.snapshot)
-        for w in loaded.warnings:
-            print_warning(w)
-        facts = loaded.facts
-    trace, _ = pipeline.why(args.id, log, args.rules, facts, plugins)
-    for line in _why_lines(trace):
-        print(terminal_safe(line, keep_newlines=False))  # rule files, log lines and facts are data
-    return 0
-
-
-def _why_lines(trace) -> list[str]:
-    """The trace of `rules why`, one line each."""
-    import json
-
-    from troubleshoot.engine.conditions import UNKNOWN
-
-    r = trace.rule
-    verdict = "fired" if trace.fired else "did not fire"
-    out = [f"rule {r.id} ({r.origin}): {verdict}" + (f": {trace.reason}" if trace.reason != verdict else "")]
-    if r.log:
-        out.append(f"  match.log: {trace.log_count} matching line(s)")
-        out += [f"    pattern {p.source}" for p in r.log]
-        out += [f"    line {h.line}: {h.text}" for h in trace.log_lines]
-    for src, line in trace.with_log:
-        out.append(f"  with_log {src}: " + (f"matched line {line}" if line else "no line matched"))
-    for src, line in trace.without_log:
-        out.append(f"  without_log {src}: " + (f"matched line {line} (vetoes the rule)" if line else "no line matched"))
-    for c in trace.conditions:
-        value = "unknown" if c.value is UNKNOWN else str(c.value).lower()
-        out.append(f"  condition {c.source}: {value}")
-        for path, v in c.reads:
-            out.append(f"    {path} = {'(missing)' if path in c.missing else json.dumps(v, default=str)}")
-    if trace.captures:
-        out.append("  captures: " + ", ".join(f"{k}={v!r}" for k, v in trace.captures.items()))
-    return out
+        print_warning(f"... and {len(problems) - MAX_WARNINGS} more (run `{ctx.command_line('rules', 'lint')}`)")
 
 
 if __name__ == "__main__":  # pragma: no cover

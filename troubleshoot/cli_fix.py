@@ -1,14 +1,20 @@
-"""CLI for fixers: `fixers list`, `fix`, `undo`, `history`. Rendering and prompts only; the
-plans come from the fixers and the changes from the executor."""
+"""CLI for fixers: `fixers list`, `fix`, `undo`, `history`. Rendering and prompts only: the
+diagnosis a `--rule` takes its fixes from comes from the pipeline (the command context's logs
+and facts), and plans, changes, verification and undo from the fix service, as in the TUI."""
 
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
+from typing import TYPE_CHECKING
 
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.textsafe import terminal_safe
+
+if TYPE_CHECKING:
+    from troubleshoot.context import CommandContext
 
 PROG = "troubleshoot"
 
@@ -31,7 +37,9 @@ def add_parsers(sub, add_rules_arg) -> None:
     f.add_argument("fixer", nargs="?", metavar="FIXER_ID",
                    help="the fixer to plan, with its --param values (see `troubleshoot fixers list`)")
     f.add_argument("--rule", metavar="RULE_ID", help="take the fixes of this rule's diagnosis")
-    f.add_argument("--log", metavar="PATH", help="with --rule: fill the fixes' parameters from this log")
+    f.add_argument("--log", metavar="PATH", action="append",
+                   help="with --rule: fill the fixes' parameters from the rule's diagnosis of this log (a file, a "
+                        "folder of per-rank logs, a glob, or '-'; repeatable), as `diagnose` reads it")
     f.add_argument("--param", metavar="K=V", action="append", default=[], help="a fixer parameter (repeatable)")
     f.add_argument("--root", metavar="DIR", help="apply file changes under DIR instead of /; run no commands")
     f.add_argument("--apply", action="store_true", help="make the changes (asks for confirmation)")
@@ -63,10 +71,8 @@ def _params(pairs: list[str]) -> dict:
     return out
 
 
-def cmd_fixers(args, plugins) -> int:
-    from troubleshoot.fixes.registry import load_fixers
-
-    fixers = load_fixers(plugins)
+def cmd_fixers(args, ctx: CommandContext) -> int:
+    fixers = ctx.fixers()
     rows = [{"id": f.id, "title": f.title, "plugin": type(f).__module__,
              "params": [{"name": p.name, "type": p.type.__name__, "required": p.required, "default": p.default,
                          "help": p.help, "choices": list(p.choices)} for p in f.params]}
@@ -80,80 +86,39 @@ def cmd_fixers(args, plugins) -> int:
     return 0
 
 
-def _snapshot(args, plugins, needed: bool) -> dict | None:
-    from troubleshoot import pipeline, snapshot
+def _requests(args, ctx: CommandContext) -> list:
+    """What to plan: FIXER_ID with its --param values, or the fixes of a rule's diagnosis (of
+    --log and the command's facts, as `diagnose` gives it)."""
+    from troubleshoot.fixes import service
 
-    if args.snapshot:
-        loaded = snapshot.load(args.snapshot)
-        for w in loaded.warnings:
-            _say(f"{PROG}: warning: {w}", err=True)
-        return loaded.facts
-    if args.no_probe or not needed:
-        return None
-    return pipeline.probe(None, plugins)
-
-
-def _requests(args, plugins) -> list[tuple[str, dict]]:
-    """(fixer id, raw params) to plan: one from FIXER_ID, or the fixes of a rule's diagnosis."""
     if args.fixer and args.rule:
         raise TroubleshootError("give a FIXER_ID or --rule RULE_ID, not both")
     if args.fixer:
-        return [(args.fixer, _params(args.param))]
+        return [service.Request(args.fixer, _params(args.param))]
     if not args.rule:
         raise TroubleshootError("fix needs a FIXER_ID or --rule RULE_ID (see `troubleshoot fixers list`)")
-    from troubleshoot import pipeline
-    from troubleshoot.engine.diagnose import diagnose, scan_patterns
-    from troubleshoot.engine.scanner import scan_stream
-
-    ruleset = pipeline.load_rules(args.rules, plugins)
-    rule = ruleset.get(args.rule)
-    if rule is None:
-        from troubleshoot.cli import command_line
-
-        raise TroubleshootError(f"no rule with id {args.rule!r} (see `{command_line('rules', 'list', args=args)}`)")
+    rule = ctx.rule(args.rule)
+    extra = _params(args.param)
+    if not ctx.options.logs:
+        return service.rule_requests(rule, [], extra, read_logs=False)
     if not rule.fixes:
         raise TroubleshootError(f"rule {args.rule!r} names no fixes")
-    if args.log:
-        stream, _ = pipeline.open_log(args.log)
-        try:
-            scan = scan_stream(stream, scan_patterns([rule]))
-        except OSError as exc:  # /proc/self/mem, a device, a vanished mount
-            raise TroubleshootError(f"cannot read log {args.log}: {exc.strerror or exc}") from None
-        finally:
-            if stream is not sys.stdin.buffer:
-                stream.close()
-        found = [d for d in diagnose([rule], scan, None) if d.rule.id == rule.id]
-        if not found:
-            why = ["troubleshoot", "rules", "why", args.rule, "--log", args.log]
-            for d in args.rules:
-                why += ["--rules", d]
-            raise TroubleshootError(f"rule {args.rule!r} does not fire on {args.log}; see `{shlex.join(why)}`")
-        fixes = [(f.fixer, dict(f.params)) for f in found[0].fixes]
-    else:
-        from troubleshoot.engine.diagnose import render_fix
-
-        fixes = [(f.fixer, dict(f.params)) for f in (render_fix(ref, {}, None) for ref in rule.fixes)]
-    extra = _params(args.param)
-    return [(fid, {**p, **extra}) for fid, p in fixes]
+    found = service.rule_requests(rule, ctx.diagnose().diagnoses, extra)
+    if found is None:
+        logs = ctx.options.logs
+        single = len(logs) == 1 and logs[0] != "-" and os.path.isfile(logs[0])
+        words = ["rules", "why", args.rule, "--log", logs[0], *ctx.facts_hint()] if single else \
+            ["diagnose", *(ctx.log_hint() or ["--log", "-"]), *ctx.facts_hint()]
+        raise TroubleshootError(f"rule {args.rule!r} does not fire on {', '.join(logs)}; "
+                                f"see `{ctx.command_line(*words)}`")
+    return found
 
 
-def cmd_fix(args, plugins) -> int:
-    from troubleshoot.fixes import executor
-    from troubleshoot.fixes.registry import load_fixers
+def cmd_fix(args, ctx: CommandContext) -> int:
+    from troubleshoot.fixes import service as fixes
 
-    fixers = load_fixers(plugins)
-    requests = _requests(args, plugins)
-    for fid, _ in requests:
-        if fid not in fixers:
-            raise TroubleshootError(f"no fixer {fid!r} (see `troubleshoot fixers list`)")
-    needed = any(fixers[fid].needs_snapshot for fid, _ in requests)
-    snap = _snapshot(args, plugins, needed)
-    prepared = []
-    for fid, raw in requests:
-        fixer = fixers[fid]
-        plan = fixer.plan(fixer.validate(raw), snap)
-        prepared.append(executor.prepare(plan, args.root))
-
+    svc = ctx.fix_service()
+    prepared = svc.plan(_requests(args, ctx)).prepared
     if args.format == "json" and not args.apply:
         print(json.dumps({"schema": 1, "plans": [_plan_json(p) for p in prepared]}, indent=2, default=str))
         return 0
@@ -161,52 +126,37 @@ def cmd_fix(args, plugins) -> int:
         from troubleshoot.report.mdtext import to_plain
 
         for prep in prepared:  # advice, diffs and log-derived params are data: no escapes reach the terminal
-            sys.stdout.write(terminal_safe(executor.preview(prep, markdown=to_plain)))
+            sys.stdout.write(terminal_safe(svc.preview(prep, markdown=to_plain)))
     if not args.apply:
-        changing = any(s.changes for p in prepared for s in p.steps)
-        if args.format == "text" and changing:
+        if args.format == "text" and any(s.changes for p in prepared for s in p.steps):
             again = shlex.join(["troubleshoot", *sys.argv[1:], "--apply"]) if sys.argv[1:2] == ["fix"] else "--apply"
             print()
             _say(f"Dry run: nothing was changed. To apply: {again}")  # the command line holds the parameters
         return 0
 
-    results = []
-    status = 0
-    for prep in prepared:
-        if not any(s.changes for s in prep.steps) and not prep.plan.ladder:
-            results.append({"fixer": prep.plan.fixer, "status": "nothing to change"})
-            continue
-        if prep.needs_root and not executor._is_root():
-            raise TroubleshootError(f"this fix needs root; nothing was changed. Run: {executor.sudo_line(prep.plan)}"
-                                    + (f" (with --root {args.root})" if args.root else ""))
-        if not args.yes:
-            root_note = " (as root)" if prep.needs_root else ""
-            if not executor.confirm(f"Apply '{prep.plan.title}'{root_note}?"):
-                raise TroubleshootError("not applied: no confirmation (answer y, or pass --yes)")
-        out = executor.apply(prep)
-        executor.verify(prep, out, probe=lambda probes, root: _probe_areas(plugins, probes, root))
-        results.append(_outcome_json(prep, out))
+    results: list[dict] = []
+
+    def confirm(prep) -> bool:
+        from troubleshoot.fixes import executor
+
+        return args.yes or executor.confirm(f"Apply '{prep.plan.title}'{' (as root)' if prep.needs_root else ''}?")
+
+    def applied(a) -> None:
+        if a.outcome is None:
+            results.append({"fixer": a.prep.plan.fixer, "status": "nothing to change"})
+            return
+        results.append(_outcome_json(a.prep, a.outcome))
         if args.format == "text":
-            _print_outcome(prep, out)
-        if out.failed or out.verified is False:
-            status = 1
-            break
+            _print_outcome(a.prep, a.outcome)
+
+    try:
+        done = svc.apply(prepared, confirm, applied)
+    except fixes.NotConfirmed:
+        raise TroubleshootError("not applied: no confirmation (answer y, or pass --yes)") from None
     if args.format == "json":
         print(json.dumps({"schema": 1, "plans": [_plan_json(p) for p in prepared], "applied": results}, indent=2,
                          default=str))
-    return status
-
-
-def _probe_areas(plugins, names: tuple, root: str | None) -> dict:
-    from troubleshoot.probes.base import ProbeContext, run_probes
-
-    ctx = ProbeContext()
-    if root:
-        from pathlib import Path
-
-        ctx.root = Path(root)
-    probes = [p for p in plugins.collect("troubleshoot_probes") if p.name in names]
-    return run_probes(probes, ctx)
+    return 1 if any(a.stopped for a in done) else 0
 
 
 def _print_outcome(prep, out) -> None:
@@ -226,10 +176,10 @@ def _print_outcome(prep, out) -> None:
         _say(f"  verified: {out.verify_detail}")
     elif out.verified is False:
         _say(f"  VERIFICATION FAILED: {out.verify_detail}", err=True)
-        from troubleshoot.fixes import executor
+        from troubleshoot.fixes import executor, service
 
         if executor.confirm(f"Roll back {eid}?"):
-            _print_undo(eid, executor.undo(eid))
+            _print_undo(eid, service.undo(eid))
         else:
             _say(f"  To roll back: troubleshoot undo {eid}", err=True)
     elif out.verify_detail:
@@ -263,19 +213,19 @@ def _outcome_json(prep, out) -> dict:
             "error": out.failed, "verified": out.verified, "verify": out.verify_detail}
 
 
-def cmd_undo(args) -> int:
-    from troubleshoot.fixes import executor, journal
+def cmd_undo(args, ctx: CommandContext) -> int:
+    from troubleshoot.fixes import executor, service
 
     eid = args.id
     if eid is None:
-        latest = journal.latest_to_undo()
+        latest = service.latest_to_undo()
         if latest is None:
             raise TroubleshootError("no applied fix to undo (see `troubleshoot history`)")
         eid = latest.id
         if not args.yes and not executor.confirm(f"Undo {eid} ({latest.data.get('title')})?"):
             raise TroubleshootError(f"not undone: no confirmation (answer y, or `troubleshoot undo {eid}`)")
     try:
-        res = executor.undo(eid, force=args.force)
+        res = service.undo(eid, force=args.force)
     except executor.UndoConflict as exc:
         for c in exc.conflicts:
             _say(f"{c.target} changed since the fix (what the fix left -> what is there now):", err=True)
@@ -299,7 +249,7 @@ def _print_undo(eid: str, res) -> None:
     _say(f"Undid {eid}." if not res.problems else f"Undo of {eid} incomplete.")
 
 
-def cmd_history(args) -> int:
+def cmd_history(args, ctx: CommandContext) -> int:
     from troubleshoot.fixes import journal
 
     rows = []

@@ -1,4 +1,5 @@
-"""`troubleshoot fleet probe|diagnose`: build the inputs, call fleet/, render. No logic here."""
+"""`troubleshoot fleet probe|diagnose`: the inputs from the command's context (its rules), the
+work in fleet/ (which diagnoses through the pipeline), the rendering here."""
 
 from __future__ import annotations
 
@@ -6,9 +7,13 @@ import json
 import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.textsafe import terminal_safe
+
+if TYPE_CHECKING:
+    from troubleshoot.context import CommandContext
 
 PROG = "troubleshoot"
 
@@ -38,11 +43,12 @@ def add_parser(sub, add_rules_arg, parser_class) -> None:
     add_rules_arg(d)
 
 
-def cmd_fleet(args, plugins) -> int:
+def cmd_fleet(args, ctx: CommandContext) -> int:
+    ctx.plugins  # a -p plugin that cannot load stops the command before anything runs
     if args.fleet_command == "probe":
         return _probe(args)
     if args.fleet_command == "diagnose":
-        return _diagnose(args, plugins)
+        return _diagnose(args, ctx)
     raise TroubleshootError("fleet needs a subcommand: probe, diagnose")
 
 
@@ -75,13 +81,11 @@ def _probe(args) -> int:
     return 1 if bad else 0
 
 
-def _diagnose(args, plugins) -> int:
-    from troubleshoot import pipeline
+def _diagnose(args, ctx: CommandContext) -> int:
     from troubleshoot.fleet.diagnose import diagnose_fleet
     from troubleshoot.report import fleet_text
 
-    ruleset = pipeline.load_rules(args.rules, plugins)
-    res = diagnose_fleet(Path(args.dir), ruleset, args.log)
+    res = diagnose_fleet(Path(args.dir), ctx.ruleset(), list(ctx.options.logs))
     for w in res.warnings[:12]:
         print(terminal_safe(f"{PROG}: warning: {w}", False), file=sys.stderr)
     if args.format == "json":

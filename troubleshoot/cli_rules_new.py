@@ -9,9 +9,13 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.textsafe import terminal_safe
+
+if TYPE_CHECKING:
+    from troubleshoot.context import CommandContext
 
 PROG = "troubleshoot"
 
@@ -80,8 +84,7 @@ def _self_check(text: str, where: Path, ruleset) -> None:
                                 f"with the line")
 
 
-def cmd_new(args, plugins) -> int:
-    from troubleshoot import pipeline
+def cmd_new(args, ctx: CommandContext) -> int:
     from troubleshoot.engine import scaffold
     from troubleshoot.engine.loader import ID_RE
     from troubleshoot.safeio import atomic_write
@@ -91,7 +94,7 @@ def cmd_new(args, plugins) -> int:
         s = scaffold.generalise(line)
     except ValueError as exc:
         raise TroubleshootError(f"rules new: {exc}") from None
-    ruleset = pipeline.load_rules(args.rules, plugins)
+    ruleset = ctx.ruleset()
     similar = _similar(ruleset, s.line)
     symptom = _symptom(args, ruleset, similar)
     taken = {r.id for r in ruleset.rules}
@@ -114,7 +117,7 @@ def cmd_new(args, plugins) -> int:
     except OSError as exc:
         raise TroubleshootError(f"rules new: cannot write {dest}: {exc.strerror or exc}") from None
     folder = str(dest.parent)
-    extra = [a for p in args.plugins for a in ("-p", p)]
+    extra = [a for p in ctx.options.plugins for a in ("-p", p)]
     check = shlex.join(["troubleshoot", "rules", "test", "--rules", folder, *extra])
     print(terminal_safe(f"{PROG}: wrote rule {rid} to {dest}; edit its title, explain and no_match, then: {check}",
                         keep_newlines=False), file=sys.stderr)

@@ -17,8 +17,9 @@ from troubleshoot.textsafe import terminal_safe
 
 if TYPE_CHECKING:
     from argparse import Namespace
-    from typing import BinaryIO, Callable
+    from typing import BinaryIO
 
+    from troubleshoot.context import CommandContext
     from troubleshoot.run.follow import BackgroundScan
     from troubleshoot.run.watch import Watcher
     from troubleshoot.run.wrapper import RunResult
@@ -77,13 +78,6 @@ def _report_leftovers(result) -> None:
             _err(f"  pid {p.pid}: {terminal_safe(p.command, keep_newlines=False)}\n")
 
 
-def _live_rules(ruleset) -> list:
-    """Rules on the watcher's `run.*` facts alone: they can fire while the job runs."""
-    from troubleshoot.engine.ruleset import fact_paths
-
-    return [r for r in ruleset.rules if r.facts and all(p.startswith("run.") for p in fact_paths(r))]
-
-
 def _checked_command(args: Namespace) -> tuple[list[str], float]:
     """The job's argv and the grace period, or a one-line error."""
     cmd = args.cmd[1:] if args.cmd and args.cmd[0] == "--" else args.cmd
@@ -99,15 +93,14 @@ def _checked_command(args: Namespace) -> tuple[list[str], float]:
     return cmd, grace
 
 
-def _open_log(args: Namespace, cmd: list[str],
-              load_rules: Callable[[], object]) -> tuple[BinaryIO, Path, BackgroundScan]:
+def _open_log(args: Namespace, cmd: list[str], ctx: CommandContext) -> tuple[BinaryIO, Path, BackgroundScan]:
     """(the log opened for writing, its path, the scan that reads it as the job writes it)."""
     from troubleshoot.run import logfile
     from troubleshoot.run.follow import BackgroundScan
 
     log, log_path = logfile.open_log(args.log_to or None, cmd)
     try:
-        scan = BackgroundScan(str(log_path), load_rules)
+        scan = BackgroundScan(str(log_path), ctx)
     except OSError as exc:
         log.close()
         raise TroubleshootError(f"cannot read back the log {log_path}: {exc.strerror or exc}") from None
@@ -123,7 +116,7 @@ class _Live:
         self.watcher: Watcher | None = None
         self.said: set[str] = set()
         self.lock = threading.Lock()
-        self.tail: list = []  # (LogTail, the live rules), once the rules are loaded
+        self.tail: list = []  # (the log's LogTail or None, the live rules), once the rules are loaded
         self.logging = True  # False once the log could not be written: the scan waits for no more
 
     def on_start(self, pid: int) -> None:
@@ -148,18 +141,18 @@ class _Live:
         if self.args.quiet or len(w.samples) % 5:
             return
         from troubleshoot import pipeline
-        from troubleshoot.engine.diagnose import diagnose
+        from troubleshoot.sources import LogTail
 
         self.scan.ready.wait()
         if self.scan.ruleset is None:
             return
         if not self.tail:
             # A log that is not a regular file (a FIFO, a device) is not read: see BackgroundScan.
-            logged = pipeline.LogTail(self.log_path) if self.scan.follower is not None else None
-            self.tail.extend((logged, _live_rules(self.scan.ruleset)))
-        found = diagnose(self.tail[1], None, {"run": w.facts()})
+            logged = LogTail(self.log_path) if self.scan.follower is not None else None
+            self.tail.extend((logged, pipeline.live_rules(self.scan.ruleset)))
+        found = pipeline.diagnose_job(self.tail[1], w.facts())
         if self.tail[0] is not None:
-            found += self.tail[0].new_diagnoses(self.scan.ruleset)  # the log's new lines
+            found += pipeline.diagnose_new_lines(self.tail[0], self.scan.ruleset)  # the log's new lines
         for d in found:
             with self.lock:
                 if d.rule.id not in self.said:
@@ -176,8 +169,9 @@ def _close_log(log: BinaryIO, live: _Live) -> None:
             live.on_log_error(exc)
 
 
-def cmd_run(args: Namespace, plugins=None) -> int:
-    """`plugins`: None loads the installed ones while the job runs (their problems are told after it)."""
+def cmd_run(args: Namespace, ctx: CommandContext) -> int:
+    """Run the job; our own warnings (a plugin that failed to load, a hook that raised) are held
+    until it has ended."""
     # Only what starting the job needs comes before it: rules, the scanner and the engine load
     # in a thread once it runs (on a 2-core machine the wrapper's start-up then costs the job
     # nothing), and that thread scans the log as the job writes it.
@@ -186,19 +180,11 @@ def cmd_run(args: Namespace, plugins=None) -> int:
 
     closed = wrapper.std_fds()  # first: no file opened below may land on a closed fd 1 or 2
     cmd, grace = _checked_command(args)
-    deferred = plugins is None
-
-    def load_rules():  # in the scan's thread
-        nonlocal plugins
-        from troubleshoot import pipeline
-
-        if plugins is None:
-            from troubleshoot.plugins import load_plugins
-
-            plugins = load_plugins()
-        return pipeline.load_rules(args.rules, plugins)
-
-    log, log_path, scan = _open_log(args, cmd, load_rules)
+    told, held = ctx.warn, []
+    ctx.warn = held.append
+    if ctx.options.plugins:
+        ctx.plugins  # a -p plugin that cannot load stops the command before the job starts
+    log, log_path, scan = _open_log(args, cmd, ctx)
     live = _Live(args, scan, log_path)
     try:
         result = wrapper.run(cmd, log, log_path, on_output=live.on_output, on_start=live.on_start, grace=grace,
@@ -211,37 +197,31 @@ def cmd_run(args: Namespace, plugins=None) -> int:
             live.watcher.stop()
         _close_log(log, live)
         scan.stop()
-
-    scan.ready.wait()  # the thread has set `plugins` (and keeps scanning the log's end)
-    if deferred and plugins is not None:
-        from troubleshoot.plugins import warn
-
-        warn(plugins.problems)
-        plugins.problems.clear()
-    _conclude(args, result, scan, live.watcher, plugins)
+        if scan.started:
+            scan.ready.wait()  # the thread has loaded the plugins (and keeps scanning the log's end)
+        ctx.warn = told
+        for w in held:
+            told(w)
+    _conclude(args, result, scan, live.watcher, ctx)
     return result.returncode
 
 
 def _conclude(args: Namespace, result: RunResult, scan: BackgroundScan, watcher: Watcher | None,
-              plugins) -> None:
+              ctx: CommandContext) -> None:
     """After the job: the diagnosis of its log and the machine, told or written as asked."""
     from troubleshoot import pipeline
-    from troubleshoot.sources import FactsSource, Sources
 
     run_facts = watcher.facts(final=True) if watcher else None
     failed = result.returncode != 0
-    facts: dict = {}
-    if failed and not args.no_probe:
-        facts = pipeline.probe(None, plugins)
+    facts: dict = dict(ctx.machine().facts or {}) if failed else {}
     if run_facts:
         facts["run"] = run_facts
-    # The same diagnosis as `diagnose --log LOG` with these facts (pipeline.run), of the scan
-    # made while the job ran.
+    # The same diagnosis as `diagnose --log LOG` with these facts, of the scan made while the
+    # job ran.
     ruleset, scanned = scan.result()
     with scanned:
-        res = pipeline.diagnose_scanned(scanned, Sources([scan.source], [FactsSource(facts, "machine facts")]
-                                                         if facts else []), ruleset)
-    live_rules = _live_rules(ruleset)
+        res = pipeline.diagnose_scanned(scanned, ctx.sources([scan.source], facts or None, "machine facts"), ruleset)
+    live_rules = pipeline.live_rules(ruleset).rules
     # A job that succeeded still gets what its output or the watcher showed (a recovered OOM,
     # data loading dominating steps, memory climbing); machine-only findings need a failure.
     diagnoses = res.diagnoses if failed else [d for d in res.diagnoses if d.count or d.rule in live_rules]
@@ -249,14 +229,14 @@ def _conclude(args: Namespace, result: RunResult, scan: BackgroundScan, watcher:
     if args.format == "json":
         _write_report(args, result, diagnoses, run_facts)
     else:
-        _tell_diagnoses(args, result, diagnoses, failed)
+        _tell_diagnoses(args, result, diagnoses, failed, ctx)
     if args.tui and failed and sys.stdin.isatty() and sys.stdout.isatty():
         from troubleshoot import snapshot
         from troubleshoot.tui.app import run_tui
 
         snap_path = result.log_path.with_suffix(result.log_path.suffix + ".snapshot.json")
         snapshot.save(facts, snap_path)
-        run_tui(log=str(result.log_path), snapshot=str(snap_path), rules=args.rules, plugins=plugins)
+        run_tui(ctx.with_options(logs=(str(result.log_path),), snapshot=str(snap_path), follow=None))
 
 
 def _tell_end(args: Namespace, result: RunResult, watcher: Watcher | None) -> None:
@@ -296,19 +276,17 @@ def _write_private(path: Path, data: bytes, new: bool) -> None:
         f.write(data)
 
 
-def _tell_diagnoses(args: Namespace, result: RunResult, diagnoses: list, failed: bool) -> None:
+def _tell_diagnoses(args: Namespace, result: RunResult, diagnoses: list, failed: bool, ctx: CommandContext) -> None:
     log_path = result.log_path
     if diagnoses and (failed or not args.quiet):
         from troubleshoot.report import text
 
         if not failed:
             _say("the job succeeded, but:")
-        from troubleshoot.cli import _hint_args, command_line
-
-        _err(text.render(diagnoses, colour=sys.stderr.isatty(), limit=3, source=str(log_path),
-                         hint_args=_hint_args(args)))  # its preview line repeats --rules/-p
+        _err(text.render(diagnoses, colour=ctx.colour(sys.stderr), limit=3, source=str(log_path),
+                         hint_args=ctx.hint_args(), rich=ctx.rich(sys.stderr)))  # its preview line repeats --rules/-p
         if sys.stdin.isatty() and sys.stderr.isatty() and not args.tui:
-            _say(f"open it in the TUI: {command_line('tui', '--log', str(log_path), args=args)}  (or run with --tui)")
+            _say(f"open it in the TUI: {ctx.command_line('tui', '--log', str(log_path))}  (or run with --tui)")
     elif failed:
         _say("no known problem matched the job's output; `troubleshoot diagnose --log "
              f"{log_path}` shows the machine's facts too")

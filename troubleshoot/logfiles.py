@@ -96,7 +96,7 @@ class Peeked:
     def file_span(self):
         """(fd, offset, seek) when what is left to read is a plain file's bytes from offset to
         its end, for a scanner that reads by offset (see scanner.file_span); else None."""
-        from troubleshoot.engine.scanner import FileSpan, file_span
+        from troubleshoot.scan import FileSpan, file_span
 
         rest = file_span(self.rest)
         if rest is None:

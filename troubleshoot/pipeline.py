@@ -1,14 +1,18 @@
-"""The one-way flow that the CLI, the TUI and the fleet commands drive: rules + sources -> diagnoses.
+"""The one way from logs and machine facts to diagnoses: rules + sources -> ranked diagnoses.
 
-Front ends build a `sources.Sources` once per command (logs and machine facts, each tagged with
-its node and rank), call `diagnose_sources`, and render what comes back; they hold no diagnosis
-logic. One log and one machine is the case of one source.
+`diagnose_sources` diagnoses a whole log, a folder of rank logs, a merged log, pasted text and
+the nodes of a fleet; the new lines of a log still being written (`sources.LogTail`) and the
+facts of a watched job go through the same function (`diagnose_new_lines`, `diagnose_job`).
+The front ends (the CLI commands, `run`, `diagnose --follow`, the TUI, `fleet`)
+get their sources, facts and rules from their `context.CommandContext`, call this, and render
+what comes back. What a front end still decides itself is which diagnoses to show: `run` keeps
+a job that succeeded to what its log and the watcher showed, `--follow` and `run` print each
+rule once as it first fires. `why` traces one rule on one log for `rules why`.
 """
 
 from __future__ import annotations
 
 import io
-import os
 import sys
 import tempfile
 from dataclasses import dataclass, replace
@@ -19,10 +23,10 @@ from troubleshoot import logfiles, paste
 from troubleshoot.engine import merge, timestamps
 from troubleshoot.engine.diagnose import diagnose, fired, scan_patterns, trace_rule
 from troubleshoot.engine.ruleset import RuleSet, load_ruleset
-from troubleshoot.engine.scanner import ScanResult, scan_stream
+from troubleshoot.scan import ScanResult, scan_stream
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.model import Diagnosis
-from troubleshoot.sources import FactsSource, LogSource, Sources
+from troubleshoot.sources import FactsSource, LogSource, LogTail, Sources
 
 
 @dataclass
@@ -36,55 +40,6 @@ class Result:
     headline: str | None = None  # which rank/node failed first and what followed, for several logs
 
 
-def open_log(path: str | None) -> tuple[BinaryIO, str]:
-    """A binary stream for a path, or stdin for '-'; unreadable input is a one-line error."""
-    if path in (None, "-"):
-        return sys.stdin.buffer, "stdin"
-    p = Path(path)
-    try:
-        if p.is_dir():
-            raise TroubleshootError(f"cannot read log {path}: is a directory")
-        return open(p, "rb"), str(p)
-    except OSError as exc:
-        raise TroubleshootError(f"cannot read log {path}: {exc.strerror or exc}") from None
-
-
-def scan_log(ruleset: RuleSet, stream: BinaryIO, backend: str | None = None) -> ScanResult:
-    try:
-        return scan_stream(stream, scan_patterns(ruleset.rules), backend)
-    except OSError as exc:
-        raise TroubleshootError(f"cannot read log: {exc.strerror or exc}") from None
-
-
-def probe(python: str | None = None, plugins=None, on_result=None, ctx=None, cancel=None, on_start=None) -> dict:
-    """Run every registered probe (built-in and plugins) on this machine; never raises.
-    `on_start(names)` learns which probes will run; `on_result(outcome)` hears each finish."""
-    from troubleshoot.plugins import load_plugins
-    from troubleshoot.probes.base import ProbeContext, run_probes
-
-    plugins = plugins or load_plugins()
-    ctx = ctx or ProbeContext()
-    if python:
-        ctx.python = python
-    probes = plugins.collect("troubleshoot_probes")
-    seen: set[str] = set()
-    unique = []
-    for p in probes:
-        if p.name in seen:
-            plugins.problems.append(f"two probes are named {p.name!r}; the second is ignored")
-            continue
-        seen.add(p.name)
-        unique.append(p)
-    if on_start is not None:
-        on_start([p.name for p in unique])
-    if on_result is not None or cancel is not None:
-        return run_probes(unique, ctx, on_result, cancel=cancel)
-    from troubleshoot.report.progress import ProbeProgress
-
-    with ProbeProgress([p.name for p in unique]) as progress:  # shown on a terminal after 0.5 s
-        return run_probes(unique, ctx, progress.on_result)
-
-
 def load_rules(rule_dirs: Sequence[str] = (), plugins=None) -> RuleSet:
     """Shipped rules, plugin rule folders, config, $TROUBLESHOOT_RULES, then `rule_dirs`."""
     plugin_dirs = [Path(d) for d in plugins.collect("troubleshoot_rule_dirs")] if plugins else []
@@ -93,14 +48,15 @@ def load_rules(rule_dirs: Sequence[str] = (), plugins=None) -> RuleSet:
 
 def run(log: str | None, rule_dirs: Sequence[str] = (), facts: Mapping | None = None,
         ruleset: RuleSet | None = None, log_text: str | None = None) -> Result:
-    """One log (a path, '-' or pasted text) and one machine's facts: the single-source case."""
+    """`diagnose_sources` of one log (a path, '-' or pasted text) and one machine's facts: for
+    programs and tests that hold no command context."""
     logs = []
     if log_text is not None:
         logs = [LogSource("pasted log", text=log_text)]
     elif log is not None:
         logs = [LogSource("stdin")] if log == "-" else [LogSource(log, log)]
     facts_sources = [FactsSource(facts, "machine facts")] if facts is not None else []
-    return diagnose_sources(Sources(logs, facts_sources), ruleset or load_ruleset(rule_dirs))
+    return diagnose_sources(Sources(logs, facts_sources), ruleset or load_rules(rule_dirs))
 
 
 @dataclass
@@ -152,9 +108,11 @@ def read_sources(logs: Sequence[LogSource], ruleset: RuleSet, cancel=None, progr
     return Scanned(units, tmp)
 
 
-def diagnose_sources(sources: Sources, ruleset: RuleSet) -> Result:
-    """Every log and every machine's facts of one command -> one ranked list of diagnoses."""
-    with read_sources(sources.logs, ruleset) as scanned:
+def diagnose_sources(sources: Sources, ruleset: RuleSet,
+                     opener: Callable[[LogSource], BinaryIO] | None = None) -> Result:
+    """Every log and every machine's facts of one command -> one ranked list of diagnoses.
+    `opener`: as for `read_sources` (a followed log's new lines)."""
+    with read_sources(sources.logs, ruleset, opener=opener) as scanned:
         return diagnose_scanned(scanned, sources, ruleset)
 
 
@@ -292,51 +250,41 @@ def _stamps(u: _Unit, found: list[Diagnosis]) -> dict[int, timestamps.Stamp]:
     return out
 
 
-def why(rule_id: str, log: str | None, rule_dirs: Sequence[str] = (), facts: Mapping | None = None,
-        plugins=None):
-    ruleset = load_rules(rule_dirs, plugins)
-    rule = ruleset.get(rule_id)
-    if rule is None:
-        raise TroubleshootError(f"no rule with id {rule_id!r} (see `troubleshoot rules list`)")
+def why(rule, log: LogSource | None, facts: Mapping | None = None):
+    """How one rule did or did not fire on one log and these facts, part by part (`rules why`):
+    the log is scanned for that rule's patterns alone, every matching line kept."""
     scan = None
     if log is not None:
-        stream, _ = open_log(log)
+        stream = logfiles.open_binary(log.path, log.name)
         try:
             scan = scan_stream(stream, scan_patterns([rule]), defer=False)  # every part's lines, shown
+        except OSError as exc:
+            raise TroubleshootError(f"cannot read log {log.name}: {exc.strerror or exc}") from None
         finally:
             if stream is not sys.stdin.buffer:
                 stream.close()
-    return trace_rule(rule, scan, facts), ruleset
+    return trace_rule(rule, scan, facts)
 
 
-class LogTail:
-    """The complete lines a growing log gained since the last call (a truncated or rotated
-    log starts over). Used to report new diagnoses while a job runs."""
+def live_rules(ruleset: RuleSet) -> RuleSet:
+    """The rules on a watched job's `run.*` facts alone: they can fire while the job runs."""
+    from troubleshoot.engine.ruleset import fact_paths
 
-    def __init__(self, path: str | Path, max_chunk: int = 64 << 20):
-        self.path = Path(path)
-        self.offset = 0
-        self.max_chunk = max_chunk
-        self._patterns: tuple | None = None  # (ruleset, its scan patterns), built once
+    rules = [r for r in ruleset.rules if r.facts and all(p.startswith("run.") for p in fact_paths(r))]
+    return RuleSet(rules, ruleset.taxonomy)
 
-    def new_lines(self) -> bytes:
-        try:
-            with open(self.path, "rb") as f:
-                if os.fstat(f.fileno()).st_size < self.offset:
-                    self.offset = 0
-                f.seek(self.offset)
-                chunk = f.read(self.max_chunk)
-        except OSError:
-            return b""
-        cut = chunk.rfind(b"\n") + 1
-        self.offset += cut
-        return chunk[:cut]
 
-    def new_diagnoses(self, ruleset: RuleSet) -> list[Diagnosis]:
-        chunk = self.new_lines()
-        if not chunk:
-            return []
-        if self._patterns is None or self._patterns[0] is not ruleset:
-            self._patterns = (ruleset, scan_patterns(ruleset.rules))
-        return diagnose(ruleset.rules, scan_stream(io.BytesIO(chunk), self._patterns[1]), None)
+def diagnose_job(ruleset: RuleSet, run_facts: Mapping) -> list[Diagnosis]:
+    """What the facts a watcher has gathered so far about a running job say (`ruleset`: its
+    `live_rules`)."""
+    return diagnose_sources(Sources([], [FactsSource({"run": run_facts}, "the job")]), ruleset).diagnoses
 
+
+def diagnose_new_lines(tail: LogTail, ruleset: RuleSet, facts: Mapping | None = None) -> list[Diagnosis]:
+    """The diagnoses of the complete lines a followed log gained since it was last asked (line
+    numbers counted within them): `diagnose --follow`, and `run` while its job runs."""
+    chunk = tail.new_lines()
+    if not chunk:
+        return []
+    sources = Sources([tail.source], [FactsSource(facts, "machine facts")] if facts is not None else [])
+    return diagnose_sources(sources, ruleset, opener=lambda _: io.BytesIO(chunk)).diagnoses

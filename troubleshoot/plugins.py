@@ -1,4 +1,5 @@
-"""Plugin discovery: built-in plugins, the `troubleshoot` entry-point group, and `-p module`."""
+"""Plugin discovery: built-in plugins, the `troubleshoot` entry-point group, and `-p module`.
+A command loads them once, through its `context.CommandContext`, which tells their problems."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ import pluggy
 
 from troubleshoot import hookspecs
 from troubleshoot.errors import TroubleshootError
-from troubleshoot.textsafe import terminal_safe
 
 ENTRY_POINT_GROUP = "troubleshoot"
 BUILTIN = ("troubleshoot.probes.builtin",)
@@ -22,8 +22,8 @@ BUILTIN = ("troubleshoot.probes.builtin",)
 class Plugins:
     pm: pluggy.PluginManager
     problems: list[str] = field(default_factory=list)
-    # Told of each hook failure as it happens (a command's warning line): hooks run long after
-    # the plugins were loaded and their load problems shown.
+    # Told of each hook failure as it happens (the command context's warning): hooks run long
+    # after the plugins were loaded and their load problems told.
     report: Callable[[str], None] | None = None
 
     def collect(self, hook: str) -> list:
@@ -189,8 +189,3 @@ def _load(value: str):
     for part in attr.strip().split(".") if attr.strip() else ():
         obj = getattr(obj, part)
     return obj
-
-
-def warn(problems: Sequence[str]) -> None:
-    for p in problems:
-        print(f"troubleshoot: warning: {terminal_safe(p)}", file=sys.stderr)

@@ -1,7 +1,10 @@
-"""What one command diagnoses: logs and machine facts, each tagged with its node and rank.
+"""What one command diagnoses: logs and machine facts, each tagged with its node and rank, and
+`LogTail`, a log read while it is still being written.
 
-Front ends (CLI, TUI, fleet) build a `Sources` once per command and hand it to
-`pipeline.diagnose`; single-machine `diagnose` is the case of one log and one set of facts.
+A command's `context.CommandContext` turns its --log values into log sources (`log_sources`:
+files, folders of rank logs, globs, stdin) and its machine into facts; `pipeline.diagnose_sources`
+takes them. Single-machine `diagnose` is the case of one log and one set of facts. Nothing here
+reads a rule or diagnoses.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import glob
 import os
 import re
+import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -137,3 +141,121 @@ def tagged(src: LogSource, root: Path | None = None) -> LogSource:
         if m:
             node = m["node"]
     return replace(src, node=src.node or node, rank=src.rank if src.rank is not None else rank)
+
+
+class LogTail:
+    """A log that is still being written, read as it grows: the one follower of every front end.
+
+    Polled (`new_lines`; `pipeline.diagnose_new_lines` diagnoses them): the complete lines the log gained since the last call;
+    a log that shrank (truncated, rotated) starts over. `diagnose --follow`, the TUI's --follow
+    and the live diagnoses of `run` poll.
+
+    Streamed (`read`, `readinto`): the log read as the saved file would be read once the writer
+    has ended: n bytes (len(b)), fewer only at the end of the finished file, so a scan of it sees
+    the same bytes in the same chunks as `diagnose --log` on the saved log. Where the file would
+    have ended it waits until the writer says it `appended` more, or `end`ed. `run` scans its
+    job's log so while the job writes it. The writer (run's output pump) writes the log
+    unbuffered and wakes the reader only once the bytes the reader waits for are there: a reader
+    that is behind costs the writer nothing, and a job that prints nothing wakes nobody.
+    """
+
+    def __init__(self, path: str | Path, max_chunk: int = 64 << 20, stream: bool = False):
+        self.path = Path(path)
+        self.source = LogSource(str(path), str(path))
+        self.offset = 0  # polled: where the next new lines start
+        self.max_chunk = max_chunk
+        # Streamed: opened at once, so that a log that cannot be read back fails before the job.
+        self._f = open(self.path, "rb", buffering=0) if stream else None
+        self._cond = threading.Condition()
+        self._appended = 0  # bytes the writer has put in the file
+        self._want = 0  # the reader waits until the file holds this many bytes
+        self._pos = 0  # bytes read
+        self._ended = False
+
+    # ------------------------------------------------------------ polled
+
+    def new_lines(self) -> bytes:
+        try:
+            with open(self.path, "rb") as f:
+                if os.fstat(f.fileno()).st_size < self.offset:
+                    self.offset = 0
+                f.seek(self.offset)
+                chunk = f.read(self.max_chunk)
+        except OSError:
+            return b""
+        cut = chunk.rfind(b"\n") + 1
+        self.offset += cut
+        return chunk[:cut]
+
+    def catch_up(self) -> None:
+        """Take every complete line now in the log as read: a scan of the whole log is about to
+        start, and the lines written after this point are the next new ones."""
+        try:
+            with open(self.path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                start = size
+                while start > 0:
+                    start = max(0, start - (1 << 16))
+                    f.seek(start)
+                    cut = f.read(size - start).rfind(b"\n")
+                    if cut >= 0:
+                        self.offset = start + cut + 1
+                        return
+                self.offset = 0
+        except OSError:
+            pass
+
+    # ------------------------------------------------------------ streamed: the writer's side
+
+    def appended(self, n: int) -> None:
+        """The writer's n more bytes are in the file; called from its thread, after the write."""
+        self._appended += n
+        # Unlocked for the common case (nobody waits, or not for these bytes yet): a reader that
+        # sets `_want` after this test sees the new `_appended` in its own, under the lock.
+        if self._appended >= self._want > self._appended - n:
+            with self._cond:
+                self._cond.notify_all()
+
+    def end(self) -> None:
+        """Nothing more will be written, and everything written is in the file."""
+        with self._cond:
+            self._ended = True
+            self._cond.notify_all()
+
+    # ------------------------------------------------------------ streamed: the reader's side
+
+    def readinto(self, buf) -> int:
+        if self._f is None:
+            self._f = open(self.path, "rb", buffering=0)
+        with memoryview(buf) as outer, outer.cast("B") as view:
+            got = 0
+            while got < len(view):
+                ended = self._ended  # read before the file: once set, the file is complete
+                n = self._f.readinto(view[got:]) or 0
+                got += n
+                self._pos += n
+                if n:
+                    continue
+                if ended:
+                    break
+                with self._cond:
+                    self._want = self._pos + len(view) - got
+                    self._cond.wait_for(lambda: self._ended or self._appended >= self._want)
+            return got
+
+    def read(self, n: int = -1) -> bytes:
+        if n is None or n < 0:
+            parts = []
+            while True:
+                block = self.read(1 << 20)
+                if not block:
+                    return b"".join(parts)
+                parts.append(block)
+        buf = bytearray(n)
+        got = self.readinto(buf)
+        del buf[got:]
+        return bytes(buf)
+
+    def close(self) -> None:
+        if self._f is not None:
+            self._f.close()

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Iterable, Mapping
 
 from troubleshoot.engine import cmdquote, conditions
-from troubleshoot.engine.scanner import ScanPattern, ScanResult, series_view
+from troubleshoot.scan import ScanPattern, ScanResult, series_view
 from troubleshoot.model import SEVERITIES, Diagnosis, Evidence, Fix, Rule
 from troubleshoot.textsafe import markdown_inline
 

@@ -7,7 +7,7 @@ from typing import Callable, Iterable, Mapping
 
 from troubleshoot.engine import conditions
 from troubleshoot.engine.diagnose import scan_patterns, trace_rule
-from troubleshoot.engine.scanner import scan_text
+from troubleshoot.scan import scan_text
 from troubleshoot.model import Rule
 
 

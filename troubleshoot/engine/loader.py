@@ -17,7 +17,7 @@ from troubleshoot.engine.lazy import lazy_module
 
 # YAML is parsed only when a rule file changed (see load_rule_file): most runs never import it.
 yamldoc = lazy_module("troubleshoot.engine.yamldoc")
-from troubleshoot.engine.scanner import re2_available, re2_compatible
+from troubleshoot.scan import re2_available, re2_compatible
 from troubleshoot.errors import Problem
 from troubleshoot.model import (SEVERITIES, Condition, ContextNote, Examples, FixRef, LogPattern, Origin, Rule,
                                 compile_ascii)

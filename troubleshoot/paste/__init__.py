@@ -16,9 +16,10 @@ prints its environment does so at the start.
 from __future__ import annotations
 
 import copy
-import re
 from dataclasses import dataclass, field
 from typing import BinaryIO, Mapping
+
+from troubleshoot.scan.ansi import ANSI as _ANSI, ANSI_BYTES as _ANSI_BYTES
 
 HEAD_BYTES = 4 << 20
 # Where merged facts keep, per fact path (lists as `[]`), the pasted line that showed it.
@@ -72,8 +73,6 @@ PARSERS = (
     (_Parser("monitor", "query_csv"), ("utilization.gpu",)),
     (_Parser("monitor", "tables"), ("Driver Version:",)),  # the table parser's needle: searched once for both
 )
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-_ANSI_BYTES = re.compile(_ANSI.pattern.encode())
 
 
 @dataclass
@@ -179,7 +178,7 @@ def _needles_in_bytes(data: bytes, needles: tuple[str, ...]) -> set[str]:
 def _needles_in_raw(data: bytes, needles: tuple[str, ...]) -> set[str]:
     found = None
     if len(data) >= ONE_PASS_CHARS:  # one pass for all needles (hyperscan), not one per needle
-        from troubleshoot.engine import hsdb
+        from troubleshoot.scan import hsdb
 
         found = hsdb.literals_found(needles, data)
     if found is None:  # a short text, or no hyperscan

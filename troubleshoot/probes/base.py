@@ -178,7 +178,9 @@ def run_probes(probes: Sequence[Probe], ctx: ProbeContext | None = None,
         threading.Thread(target=work, args=(p,), name=f"probe-{p.name}", daemon=True).start()
         deadlines[p.name] = started + p.timeout
     outcomes: dict[str, ProbeOutcome] = {}
-    while len(outcomes) < len(probes):
+    # Counted by name, as facts are stored: two probes of one name (the caller keeps one, see
+    # context.CommandContext.probes) would otherwise leave a wait for an outcome that never comes.
+    while len(outcomes) < len(deadlines):
         if cancel is not None and cancel.is_set():
             break
         pending = [n for n in deadlines if n not in outcomes]

@@ -1,5 +1,7 @@
 """Progress on a terminal while the probes run: silent when they finish within half a second,
-then one line on stderr, rewritten in place, naming the probes still running."""
+then one line on stderr, rewritten in place, naming the probes still running. `plain` (no
+colours wanted: NO_COLOR, --color never) rewrites it with carriage returns and spaces alone, no
+escape sequence."""
 
 from __future__ import annotations
 
@@ -18,8 +20,10 @@ class ProbeProgress:
     """Use as a context manager around the probes; pass `on_result` as their callback."""
 
     def __init__(self, names: Sequence[str], stream: TextIO | None = None, delay: float = DELAY,
-                 interval: float = INTERVAL, force: bool = False):
+                 interval: float = INTERVAL, force: bool = False, plain: bool = False):
         self.stream = stream or sys.stderr
+        self.plain = plain
+        self._width = 0  # of the line shown last: plain mode blanks it with spaces
         self.pending = list(names)
         self.delay, self.interval = delay, interval
         self._lock = threading.Lock()
@@ -48,7 +52,7 @@ class ProbeProgress:
         if self._thread is not None:
             self._thread.join()
         if self.shown:
-            self._write("\r\x1b[K")
+            self._write(self._erase())
 
     def line(self) -> str:
         with self._lock:
@@ -60,8 +64,13 @@ class ProbeProgress:
             return
         while not self._done.is_set():
             self.shown = True
-            self._write("\r\x1b[K" + self.line())
+            line = self.line()
+            self._write(self._erase() + line)
+            self._width = len(line)
             self._done.wait(self.interval)
+
+    def _erase(self) -> str:
+        return "\r" + " " * self._width + "\r" if self.plain else "\r\x1b[K"
 
     def _write(self, text: str) -> None:
         try:

@@ -40,14 +40,19 @@ def action_line(d: Diagnosis) -> str:
 
 @dataclass(frozen=True)
 class _Opts:
-    log_arg: str = "LOG"
+    log_args: tuple[str, ...] = ("--log", "LOG")  # how the `preview:` line names the logs read
+    facts_args: tuple[str, ...] = ()  # --snapshot FILE, when the facts came from one
     hint_args: tuple[str, ...] = ()  # --rules DIR / -p MODULE: a printed command must repeat them
     rich: bool = False  # Markdown rendered for a terminal, else plain text
 
 
 def render(diagnoses: Sequence[Diagnosis], colour: bool = False, limit: int | None = None,
-           source: str = "the log", hint_args: Sequence[str] = (), rich: bool | None = None) -> str:
-    """`rich`: render Markdown for a terminal (default: when `colour`); plain text otherwise."""
+           source: str = "the log", hint_args: Sequence[str] = (), rich: bool | None = None,
+           log_args: Sequence[str] | None = None, facts_args: Sequence[str] = ()) -> str:
+    """`rich`: render Markdown for a terminal (default: when `colour`); plain text otherwise.
+    `log_args`: the words that make `troubleshoot fix --rule` read the same logs (`--log DIR`,
+    each --log as given); by default `--log SOURCE`, or `--log LOG` when the source is no path
+    (stdin, pasted). `facts_args`: the words that give it the same facts (`--snapshot FILE`)."""
     st = Style(colour)
     if not diagnoses:
         return f"No known problem found in {terminal_safe(source, keep_newlines=False)}.\n"
@@ -55,8 +60,10 @@ def render(diagnoses: Sequence[Diagnosis], colour: bool = False, limit: int | No
     out: list[str] = []
     n = len(diagnoses)
     out.append(st("bold", f"{n} diagnos{'i' if n == 1 else 'e'}s, most likely first") + "\n")
-    log_arg = source if source not in ("the log", "stdin", "pasted log", "machine facts", "this machine") else "LOG"
-    opts = _Opts(log_arg, tuple(hint_args), colour if rich is None else rich)
+    if log_args is None:
+        log_arg = source if source not in ("the log", "stdin", "pasted log", "machine facts", "this machine") else "LOG"
+        log_args = ("--log", log_arg)
+    opts = _Opts(tuple(log_args), tuple(facts_args), tuple(hint_args), colour if rich is None else rich)
     for i, d in enumerate(shown, 1):
         out.append(_one(i, d, st, full=(i == 1), opts=opts))
     if len(shown) < n:
@@ -121,8 +128,10 @@ def _one(i: int, d: Diagnosis, st: Style, full: bool, opts: _Opts = _Opts()) -> 
                 text = f.params.get("text")
                 if isinstance(text, str):
                     lines += _markdown(textwrap.dedent(text).strip(), opts, st.colour, "       ")
-            command = ["troubleshoot", "fix", "--rule", d.rule.id, *(["--log", opts.log_arg] if d.count else []),
-                       *opts.hint_args]
+            # The log is named whenever the diagnosis read it: its lines, or facts pasted in it.
+            from_log = d.count or any(e.source == "log" for e in d.evidence)
+            command = ["troubleshoot", "fix", "--rule", d.rule.id, *(opts.log_args if from_log else ()),
+                       *opts.facts_args, *opts.hint_args]
             lines.append(f"   preview: {safe(shlex.join(command), keep_newlines=False)}"
                          "   (add --apply to make the changes)")
         if d.rule.references:

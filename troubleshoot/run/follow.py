@@ -1,84 +1,22 @@
-"""The job's log read while it is being written, so that it is scanned during the run and not
+"""The job's log scanned while it is being written, so that it is scanned during the run and not
 all over again at the end.
 
-A `LogFollower` reads as the saved file would be read once the job has ended: `read(n)` and
-`readinto(b)` return n bytes (len(b)); fewer only at the end of the finished file. A scan of it
-therefore sees the same bytes in the same chunks as `troubleshoot diagnose --log` on the saved
-log, and gives the same result; it only waits, where the file would have ended, until the job
-writes more or exits.
-
-The writer (the wrapper's output pump) writes the log unbuffered and says how much it appended;
-it wakes the reader only once the bytes the reader waits for are there, so a reader that is
-behind costs the writer nothing and a job that prints nothing wakes nobody.
+The log is read through `sources.LogTail`, streamed: it reads as the saved file would be read
+once the job has ended, so the scan sees the same bytes in the same chunks as
+`troubleshoot diagnose --log` on the saved log and gives the same result; it only waits, where
+the file would have ended, until the job writes more or exits.
 """
 
 from __future__ import annotations
 
 import io
 import threading
-from typing import Callable
+from typing import TYPE_CHECKING
 
+from troubleshoot.sources import LogSource, LogTail
 
-class LogFollower:
-    def __init__(self, path: str):
-        self._f = open(path, "rb", buffering=0)
-        self._cond = threading.Condition()
-        self._appended = 0  # bytes the writer has put in the file
-        self._want = 0  # the reader waits until the file holds this many bytes
-        self._pos = 0  # bytes read
-        self._ended = False
-
-    # ------------------------------------------------------------ the writer's side
-
-    def appended(self, n: int) -> None:
-        """The writer's n more bytes are in the file; called from its thread, after the write."""
-        self._appended += n
-        # Unlocked for the common case (nobody waits, or not for these bytes yet): a reader that
-        # sets `_want` after this test sees the new `_appended` in its own, under the lock.
-        if self._appended >= self._want > self._appended - n:
-            with self._cond:
-                self._cond.notify_all()
-
-    def end(self) -> None:
-        """Nothing more will be written, and everything written is in the file."""
-        with self._cond:
-            self._ended = True
-            self._cond.notify_all()
-
-    # ------------------------------------------------------------ the reader's side
-
-    def readinto(self, buf) -> int:
-        with memoryview(buf) as outer, outer.cast("B") as view:
-            got = 0
-            while got < len(view):
-                ended = self._ended  # read before the file: once set, the file is complete
-                n = self._f.readinto(view[got:]) or 0
-                got += n
-                self._pos += n
-                if n:
-                    continue
-                if ended:
-                    break
-                with self._cond:
-                    self._want = self._pos + len(view) - got
-                    self._cond.wait_for(lambda: self._ended or self._appended >= self._want)
-            return got
-
-    def read(self, n: int = -1) -> bytes:
-        if n is None or n < 0:
-            parts = []
-            while True:
-                block = self.read(1 << 20)
-                if not block:
-                    return b"".join(parts)
-                parts.append(block)
-        buf = bytearray(n)
-        got = self.readinto(buf)
-        del buf[got:]
-        return bytes(buf)
-
-    def close(self) -> None:
-        self._f.close()
+if TYPE_CHECKING:
+    from troubleshoot.context import CommandContext
 
 
 class BackgroundScan:
@@ -88,35 +26,28 @@ class BackgroundScan:
     device) is not read back: its bytes went to whoever reads it, and reading it after the job
     would wait for a writer that never comes (a FIFO) or never end (/dev/zero, /dev/full)."""
 
-    def __init__(self, log_path: str, load_rules: Callable[[], object]):
+    def __init__(self, log_path: str, ctx: CommandContext):
         import os
         import stat
 
-        self._path = log_path
-        self._source = None
-        self._load = load_rules
+        self.source = LogSource(log_path, log_path)  # as the pipeline reads it
+        self._ctx = ctx
         # Each scan has its own hyperscan scratch space (engine.hsdb.scratch), so the live
         # diagnoses may scan new lines while this scan runs.
-        self.follower = LogFollower(log_path) if stat.S_ISREG(os.stat(log_path).st_mode) else None
+        self.follower = LogTail(log_path, stream=True) if stat.S_ISREG(os.stat(log_path).st_mode) else None
         self.ready = threading.Event()  # set once the rules are loaded (or failed to)
         self.ruleset = None
         self._scanned = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._work, name="troubleshoot-scan", daemon=True)
 
-    @property
-    def source(self):
-        """The log as a pipeline source; made in the thread (sources' import is not something
-        the job should wait for)."""
-        if self._source is None:
-            from troubleshoot.sources import LogSource
-
-            self._source = LogSource(self._path, self._path)
-        return self._source
-
     def start(self) -> "BackgroundScan":
         self._thread.start()
         return self
+
+    @property
+    def started(self) -> bool:
+        return self._thread.ident is not None
 
     def appended(self, n: int) -> None:
         if self.follower is not None:
@@ -126,14 +57,13 @@ class BackgroundScan:
         try:
             from troubleshoot import pipeline
 
-            self.source  # made now, in this thread (see the property)
-            self.ruleset = self._load()
+            self.ruleset = self._ctx.ruleset()
             self.ready.set()
             # Every rule once on no input: what the diagnosis at the end parses and imports on
             # first use (fact paths, its conditions) is then ready.
-            from troubleshoot.engine.diagnose import diagnose
+            from troubleshoot.sources import Sources
 
-            diagnose(self.ruleset.rules, None, None)
+            pipeline.diagnose_sources(Sources(), self.ruleset)
             if self.follower is not None:
                 self._scanned = pipeline.read_sources([self.source], self.ruleset, opener=lambda _: self.follower)
         except BaseException as exc:  # raised again in the caller's thread, by result()
@@ -147,7 +77,7 @@ class BackgroundScan:
         """The job has ended (or never started) and the log is flushed."""
         if self.follower is not None:
             self.follower.end()
-            if not self._thread.is_alive() and self._thread.ident is None:  # never started
+            if not self.started:
                 self.follower.close()
 
     def result(self):

@@ -1,17 +1,24 @@
 """The Textual front door: machine, log, ranked diagnoses, fixes, rules, history.
 
-It drives the same pipeline as the CLI (probes, engine, executor) from background jobs, so input
-never blocks and `q` never waits for them; it holds no diagnosis logic of its own. A log is
-scanned once: facts that arrive later (probes finishing) re-run only the diagnosis over the kept
-scan. Designed at 80x24: below 120 columns the panes stack, from 120 they sit side by side.
+It takes the command's `context.CommandContext` like every CLI command (plugins, probes, the
+snapshot, rules, lint and the fix service all come from it); its background jobs (tui/jobs.py)
+drive the same pipeline, so input never blocks and `q` never waits for them; it holds no
+diagnosis logic of its own. A log (a file, a folder of rank logs, pasted text) is scanned once:
+facts that arrive later (probes finishing) re-run only the diagnosis over the kept scan; a
+followed log is read again when `sources.LogTail` says it gained complete lines. Designed at
+80x24: below 120 columns the panes stack, from 120 they sit side by side.
+
+Over 500 lines: the layout, the keys and the handlers of the five views of one Textual App,
+which read and set the same widgets; the jobs, the fix screen and the log view are modules of
+their own.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import on
@@ -28,14 +35,16 @@ from troubleshoot.tui import views
 from troubleshoot.tui.background import Background
 from troubleshoot.tui.datamd import DataMarkdown
 from troubleshoot.tui.driver import quick_exit_driver
-from troubleshoot.tui.logview import LogView, rows_for
+from troubleshoot.tui.jobs import Jobs
+from troubleshoot.tui.logview import LogView, rows_for, rows_for_logs
 from troubleshoot.tui.screens import ConfirmScreen, ExportScreen, FixScreen, HelpScreen
 
-AREAS = ("host", "nvml", "kernel", "cuda", "frameworks", "docker", "io", "env")
+if TYPE_CHECKING:
+    from troubleshoot.context import CommandContext
+
 PASTE_LIMIT = 50 << 20
 PASTE_HINT = ("Paste a log here (your terminal's paste: ctrl+shift+v, shift+insert or the mouse), "
               "then ctrl+r to diagnose it.  ctrl+l clears.  esc leaves.")
-PROBE_WORDS = {"ok": "OK", "unavailable": "unavailable", "error": "ERROR", "timeout": "TIMED OUT"}
 # Actions that make no sense under a modal (a confirmation, the fix preview): the app ignores them there.
 BASE_ONLY = {"show_tab", "preview_fix", "paste", "open_log", "diagnose", "clear_paste", "filter_rules",
              "reload_rules", "export", "undo_selected", "back"}
@@ -45,7 +54,7 @@ class KeyBar(Static):
     """The footer: help and quit always, then the keys of the view in focus that fit."""
 
 
-class TroubleshootApp(App):
+class TroubleshootApp(Jobs, App):
     """troubleshoot: diagnose a failing training job."""
 
     CSS_PATH = "app.tcss"
@@ -72,24 +81,33 @@ class TroubleshootApp(App):
         Binding("q", "quit", "Quit"),
     ]
 
-    def __init__(self, log: str | None = None, snapshot: str | None = None, rules: list[str] | None = None,
-                 follow: str | None = None, root: str | None = None, probe: bool = True, plugins=None,
-                 driver_class=None):
+    def __init__(self, ctx: CommandContext | None = None, *, log: str | None = None, snapshot: str | None = None,
+                 rules: list[str] | None = None, follow: str | None = None, root: str | None = None,
+                 probe: bool = True, plugins=None, driver_class=None):
+        """`ctx`: the command's context; without one, it is built from the other arguments (the
+        options of `troubleshoot tui`; `plugins`: already loaded)."""
         super().__init__(driver_class=driver_class)
-        self.log_path = follow or log
-        self.follow = follow is not None
-        self.snapshot_path = snapshot
-        self.rule_dirs = list(rules or [])
-        self.fix_root = root
-        self.do_probe = probe and snapshot is None
-        self.plugins = plugins
+        if ctx is None:
+            from troubleshoot import context
+
+            ctx = context.build(context.Options(command="tui", logs=(log,) if log else (), snapshot=snapshot,
+                                                rule_dirs=tuple(rules or ()), follow=follow, root=root,
+                                                probe=probe), plugins=plugins)
+        self.ctx = ctx
+        opts = ctx.options
+        self.log_path = opts.follow or (opts.logs[0] if opts.logs else None)
+        self.follow = opts.follow is not None
+        self.snapshot_path = opts.snapshot
+        self.fix_root = opts.root
+        self.do_probe = opts.probe and opts.snapshot is None
+        self.tail = None  # the followed log (sources.LogTail), once the first scan of it is done
+        self.scan_logs: list = []  # the logs of the kept scan (sources.LogSource)
         self.facts: dict | None = None
         self.ruleset = None
         self.diagnoses: list = []
         self.result = None
         self.pasted: str | None = None
-        self.follow_offset = 0
-        self.probe_status: dict[str, str] = {a: ("waiting" if self.do_probe else "-") for a in AREAS}
+        self.probe_status: dict[str, str] = {}  # probe name -> its state, once the probes are known
         self.progress = views.Progress(rules=True)
         self.bg = Background(self)
         self.scanned = None  # the kept scan of the current log (pipeline.Scanned)
@@ -153,6 +171,7 @@ class TroubleshootApp(App):
             self._driver.app_mounted(self.bg.stop)  # before any job starts: that exit stops them too
             self.call_after_refresh(self._driver.app_drawn)
         self.watch(self.screen, "focused", lambda _: self._render_keys())
+        self.ctx.warn = self._warn  # a hook that fails, a snapshot's warnings: on the screen, not under it
         self._render_probe_status()
         self._render_machine()
         self._render_status()
@@ -240,226 +259,6 @@ class TroubleshootApp(App):
         if action in BASE_ONLY and isinstance(self.screen, ModalScreen):
             return False
         return True
-
-    # ------------------------------------------------------------ background work
-
-    def _load_rules(self) -> None:
-        def job(cancel):
-            from troubleshoot import pipeline  # ~50 ms of imports the app's thread (keys, drawing) does not wait for
-
-            return pipeline.load_rules(self.rule_dirs, self.plugins)
-
-        self.progress.rules = True
-        self.linted = False
-        self._render_status()
-        self.bg.start("rules", job, self._rules_loaded, self._job_failed)
-
-    def _rules_loaded(self, ruleset) -> None:
-        self.ruleset = ruleset
-        self.progress.rules = False
-        self._show_problems([views.safe(p) for p in ruleset.problems], linted=False)
-        self._stale.add("rules")  # 300 rows: filled when the Rules tab is shown
-        self._fill_visible()
-        self.scan_key = None  # the patterns may have changed: the log is read again
-        self.diagnose()
-        if self.query_one(TabbedContent).active == "rules":
-            self._lint()
-
-    def _lint(self) -> None:
-        """The full lint (every example matched: ~1 s of CPU) runs when the Rules tab is first
-        shown, not at start where it would slow the first diagnosis and the first keys."""
-        from troubleshoot.engine.lint import lint
-
-        if self.linted or self.ruleset is None:
-            return
-        self.linted = True
-        ruleset = self.ruleset
-        self.bg.start("lint", lambda cancel: [views.safe(p) for p in lint(ruleset)],
-                      lambda problems: self._show_problems(problems, linted=True) if ruleset is self.ruleset else None)
-
-    def _show_problems(self, problems: list[str], linted: bool) -> None:
-        note = f"{len(self.ruleset.rules)} rules from {len(self.ruleset.packs)} pack(s)"
-        note += "." if linted else ", linting…"
-        if problems:
-            note += f" {len(problems)} problem(s):\n" + "\n".join(problems[:5])
-            if len(problems) > 5:
-                note += f"\n… and {len(problems) - 5} more (troubleshoot rules lint)"
-        self.query_one("#rules-problems", Static).update(note)
-
-    def _job_failed(self, exc) -> None:
-        self.progress.rules = self.progress.scanning = self.progress.diagnosing = False
-        self.scanning_key = None
-        self._render_status()
-        self._placeholder()
-        self.notify(views.safe(exc), severity="error", timeout=10, markup=False)
-
-    def _run_probes(self) -> None:
-        def job(cancel):
-            from troubleshoot import pipeline
-            from troubleshoot.probes.base import ProbeContext
-
-            def on_start(names):
-                self._from_thread(self._probes_started, list(names))
-
-            def on_result(outcome):
-                self._from_thread(self._probe_done, outcome.name, outcome.status, outcome.facts)
-
-            return pipeline.probe(None, self.plugins, on_result=on_result, ctx=ProbeContext(runner=self.bg.runner),
-                                  cancel=cancel, on_start=on_start)
-
-        self.bg.start("probe", job, self._facts_ready)
-
-    def _from_thread(self, fn, *args) -> None:
-        if self.bg.stopped.is_set():
-            return
-        try:
-            self.call_from_thread(self.call_later, fn, *args)  # an error there ends the app
-        except RuntimeError:  # the app is closing
-            pass
-
-    def _probes_started(self, names: list[str]) -> None:
-        self.progress.probes_total = len(names)
-        self.probe_status = {n: "running" for n in names}
-        self._render_probe_status()
-        self._render_status()
-        self._placeholder()
-
-    def _probe_done(self, name: str, status: str, facts: dict) -> None:
-        self.probe_status[name] = PROBE_WORDS.get(status, status)
-        self.progress.probes_done += 1
-        self.facts = {**(self.facts or {}), name: facts}
-        self._render_probe_status()
-        self._render_machine()
-        self._render_status()
-        self._placeholder()
-
-    def _facts_ready(self, snap: dict) -> None:
-        self.facts = snap
-        self.progress.probes_total = 0
-        self._render_machine()
-        self._render_status()
-        self.diagnose()
-
-    def _load_snapshot(self) -> None:
-        from troubleshoot import snapshot
-
-        self.bg.start("snapshot", lambda cancel: snapshot.load(self.snapshot_path), self._snapshot_loaded,
-                      self._job_failed)
-
-    def _snapshot_loaded(self, loaded) -> None:
-        for w in loaded.warnings[:5]:
-            self.notify(views.safe(w), severity="warning", markup=False)
-        self.probe_status = {a: ("from snapshot" if a in loaded.facts else "missing") for a in AREAS}
-        self._render_probe_status()
-        self._facts_ready(loaded.facts)
-
-    def diagnose(self) -> None:
-        """Diagnose the current log (or pasted text) with the current facts: the log is read
-        only when it is not the one already scanned."""
-        if self.ruleset is None:
-            return
-        key = (self.log_path, self.pasted)
-        if self.pasted is None and self.log_path is None:
-            self._diagnose_facts()
-        elif key == self.scanning_key:
-            return  # being scanned: the scan's diagnosis uses the facts of when it ends
-        elif key != self.scan_key or self.scanned is None:
-            self._scan(key)
-        else:
-            self._diagnose_scanned()
-
-    def _sources(self, key):
-        from troubleshoot.sources import FactsSource, LogSource, Sources
-
-        path, pasted = key
-        logs = []
-        if pasted is not None:
-            logs = [LogSource("pasted log", text=pasted)]
-        elif path is not None:
-            logs = [LogSource(path, path)]
-        return Sources(logs, [FactsSource(self.facts, "machine facts")] if self.facts is not None else [])
-
-    def _scan(self, key) -> None:
-        from troubleshoot import pipeline
-
-        sources, ruleset = self._sources(key), self.ruleset
-        path, pasted = key
-        total = len(pasted.encode("utf-8", "surrogateescape")) if pasted is not None else _size(path)
-        self.progress.scanning, self.progress.scan_done, self.progress.scan_total = True, 0, total
-        self._render_status()
-        self._placeholder()
-        last = [0.0]
-
-        def progress(done: int) -> None:
-            now = time.monotonic()
-            if now - last[0] >= 0.1:  # a status update ten times a second is plenty
-                last[0] = now
-                self._from_thread(self._scan_progress, done)
-
-        def job(cancel):
-            started = time.monotonic()
-            scanned = pipeline.read_sources(sources.logs, ruleset, cancel=cancel, progress=progress)
-            facts = self.facts  # the facts of now, not of when the scan started
-            try:
-                result = pipeline.diagnose_scanned(scanned, self._sources(key), ruleset)
-            except BaseException:
-                scanned.close()
-                raise
-            return scanned, result, time.monotonic() - started, facts
-
-        self.scans += 1
-        self.scanning_key = key
-        self.bg.start("scan", job, lambda done: self._scanned(key, *done), self._job_failed)
-
-    def _scan_progress(self, done: int) -> None:
-        if self.progress.scanning:
-            self.progress.scan_done = done
-            self._render_status()
-            self._placeholder()
-
-    def _scanned(self, key, scanned, result, seconds: float, facts) -> None:
-        if self.scanned is not None:
-            self._old_scans.append(self.scanned)
-        self.scanned, self.scan_key, self.scanning_key = scanned, key, None
-        self.progress.scanning = False
-        self._show_diagnoses(result, seconds)
-        self._show_log()
-        if facts is not self.facts:  # facts arrived while the diagnosis ran: diagnose again, no new scan
-            self._diagnose_scanned()
-
-    def _diagnose_scanned(self) -> None:
-        from troubleshoot import pipeline
-
-        scanned, sources, ruleset = self.scanned, self._sources(self.scan_key), self.ruleset
-
-        def job(cancel):
-            started = time.monotonic()
-            return pipeline.diagnose_scanned(scanned, sources, ruleset), time.monotonic() - started
-
-        self.progress.diagnosing = True
-        self._render_status()
-        self.bg.start("diagnose", job, self._diagnosed, self._job_failed)
-
-    def _diagnose_facts(self) -> None:
-        from troubleshoot import pipeline
-
-        facts, ruleset = self.facts, self.ruleset
-        if facts is None:
-            self._placeholder()
-            return
-
-        def job(cancel):
-            started = time.monotonic()
-            return pipeline.run(None, facts=facts, ruleset=ruleset), time.monotonic() - started
-
-        self.progress.diagnosing = True
-        self._render_status()
-        self.bg.start("diagnose", job, self._diagnosed, self._job_failed)
-
-    def _diagnosed(self, done) -> None:
-        self.progress.diagnosing = False
-        self._show_diagnoses(*done)
-        self._show_log()
 
     # ------------------------------------------------------------ diagnoses
 
@@ -615,7 +414,8 @@ class TroubleshootApp(App):
         if not d.fixes:
             self.notify("This diagnosis names no fix.", severity="warning")
             return
-        self.push_screen(FixScreen(d, self.facts, self.fix_root, self.plugins), callback=lambda _: self._modal_closed())
+        facts = self.facts  # the facts the diagnosis was made with plan its fixes
+        self.push_screen(FixScreen(d, self.ctx, lambda needed: facts), callback=lambda _: self._modal_closed())
 
     def _modal_closed(self) -> None:
         self._stale.add("history")
@@ -634,11 +434,15 @@ class TroubleshootApp(App):
 
     @on(Input.Submitted, "#log-path")
     def _open_log(self, event: Input.Submitted) -> None:
+        from troubleshoot.errors import TroubleshootError
+
         path = os.path.expanduser(event.value.strip())
         if not path:
             return
-        if not os.path.isfile(path):
-            self.notify(f"not a file: {views.safe(path)}", severity="error", markup=False)
+        try:
+            self.ctx.log_sources([path])  # as `diagnose --log` takes it: a file, a folder of rank logs, a glob
+        except TroubleshootError as exc:
+            self.notify(views.safe(exc), severity="error", markup=False)
             return
         self.log_path, self.pasted = path, None
         self.diagnose()
@@ -693,24 +497,15 @@ class TroubleshootApp(App):
             view.show([], [])
             self.query_one("#log-note", Static).update("No log yet: o opens a file, p pastes one.")
             return
-        rows, note = rows_for(pasted, path, self.diagnoses)
+        if pasted is None and len(self.scan_logs) > 1:
+            rows, note = rows_for_logs(self.diagnoses, len(self.scan_logs))
+        else:
+            rows, note = rows_for(pasted, path, self.diagnoses)
         ev = views.evidence_lines(self.diagnoses)
         view.show(rows, ev)
         name = "pasted log" if pasted is not None else path
         what = f"{len(ev)} evidence line(s): n/N jump" if ev else "no evidence line"
         self.query_one("#log-note", Static).update(views.plain(f"{name} · {what}" + (f" · {note}" if note else "")))
-
-    def poll_follow(self) -> None:
-        try:
-            size = os.path.getsize(self.log_path)
-        except OSError:
-            return
-        if size != self.follow_offset:
-            if self.scanning_key == (self.log_path, self.pasted):
-                return  # diagnose() would drop this request: look again at the next poll
-            self.follow_offset = size
-            self.scan_key = None
-            self.diagnose()
 
     # ------------------------------------------------------------ machine
 
@@ -790,7 +585,7 @@ class TroubleshootApp(App):
         self.query_one("#rule-detail", VerticalScroll).scroll_home(animate=False)
 
     def action_reload_rules(self) -> None:
-        self._load_rules()
+        self._load_rules(again=True)
         self.notify("Reloading rules…")
 
     def refresh_history(self) -> None:
@@ -814,10 +609,10 @@ class TroubleshootApp(App):
             if not confirmed:
                 return
             from troubleshoot.errors import TroubleshootError
-            from troubleshoot.fixes import executor
+            from troubleshoot.fixes import service
 
             try:
-                res = executor.undo(eid)
+                res = service.undo(eid)
             except TroubleshootError as exc:
                 self.notify(views.safe(exc), severity="error", timeout=10, markup=False)
                 return
@@ -893,32 +688,15 @@ class TroubleshootApp(App):
             yield SystemCommand(title, help_, action)
 
 
-def _size(path: str | None) -> int:
-    try:
-        return os.path.getsize(path) if path else 0
-    except OSError:
-        return 0
-
-
-def run_tui(fast_exit: bool = False, early=None, **kwargs) -> int:
-    """Run the TUI; the exit code is non-zero when it crashed (Textual prints the error once
-    the terminal is restored). `fast_exit`: the process ends right after, without tearing
-    down the interpreter (~1 s with rules and a scan in memory): only for the `tui` command.
-    `early` (tui.early.EarlyKeys): the keys watched since the command started."""
-    app = TroubleshootApp(driver_class=quick_exit_driver(early) if fast_exit else None, **kwargs)
-    # Background jobs (ten probes, a scan) hold the GIL in turns; the default 5 ms hand-over makes
-    # every step of handling a key wait behind them. A shorter interval keeps keys responsive.
-    previous = sys.getswitchinterval()
-    sys.setswitchinterval(0.0005)
-    try:
-        app.run()
-    finally:
-        sys.setswitchinterval(previous)
+def run_tui(ctx: CommandContext | None = None, fast_exit: bool = False, early=None, **kwargs) -> int:
+    """Run the TUI on the command's context (or on one built from `kwargs`, TroubleshootApp's);
+    the exit code is non-zero when it crashed (Textual prints the error once the terminal is
+    restored). `fast_exit`: `q` ends the process as soon as the terminal is restored
+    (tui.driver.quick_exit_driver): only for the `tui` command. `early` (tui.early.EarlyKeys):
+    the keys watched since the command started."""
+    app = TroubleshootApp(ctx, driver_class=quick_exit_driver(early) if fast_exit else None, **kwargs)
+    app.run()
     code = app.return_code or 0
     if early is not None:
         early.finish()
-    if fast_exit:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
     return code

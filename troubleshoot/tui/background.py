@@ -72,7 +72,7 @@ class Background:
             self._post(lambda: callback(value) if current() else None)
 
         def body() -> None:
-            from troubleshoot.engine.scanner import ScanCancelled
+            from troubleshoot.scan import ScanCancelled
 
             try:
                 try:

@@ -90,6 +90,22 @@ def _contains(sorted_list: list[int], value: int) -> bool:
     return i < len(sorted_list) and sorted_list[i] == value
 
 
+def rows_for_logs(diagnoses, count: int) -> tuple[list[tuple[int | None, str]], str]:
+    """Several logs read together (a folder of rank logs): the lines the diagnoses quote, under
+    the name of the log each comes from (line numbers are each log's own)."""
+    by_file: dict[str, set[tuple[int, str]]] = {}
+    for d in diagnoses:
+        for e in d.evidence:
+            if e.source == "log" and e.line:
+                name = e.file or (d.files[0] if d.files else "the logs")
+                by_file.setdefault(name, set()).add((e.line, e.text))
+    rows: list[tuple[int | None, str]] = []
+    for name in sorted(by_file):
+        rows.append((None, f"── {name}"))
+        rows += sorted(by_file[name])
+    return rows, f"{count} logs: the evidence lines of each"
+
+
 def rows_for(text: str | None, path: str | None, diagnoses) -> tuple[list[tuple[int | None, str]], str]:
     """The rows to show and a note: the whole log when it is small enough, else the lines the
     diagnoses quote with markers for what is left out."""

@@ -1,10 +1,12 @@
-"""Modal screens: fix preview and apply, confirmation, export path, help."""
+"""Modal screens: fix preview and apply (through the command context's fix service, as
+`troubleshoot fix` does), confirmation, export path, help."""
 
 from __future__ import annotations
 
 import re
 import shlex
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.text import Text
@@ -17,6 +19,10 @@ from textual.widgets import Button, Input, Markdown, Static
 
 from troubleshoot.textsafe import terminal_safe
 from troubleshoot.tui.datamd import DataMarkdown
+
+if TYPE_CHECKING:
+    from troubleshoot.context import CommandContext
+    from troubleshoot.fixes.service import FixService
 
 HELP = """\
 # troubleshoot
@@ -241,7 +247,7 @@ def plan_commands(prepared, is_root: bool) -> list[str]:
 
 def apply_blocker(prepared, errors: list[str], built: bool, applied: str | None, is_root: bool) -> str | None:
     """Why `a` cannot apply now, in a sentence; None when it can."""
-    from troubleshoot.fixes import executor
+    from troubleshoot.fixes import executor, service
 
     if not built:
         return "the plan is still being built"
@@ -249,7 +255,7 @@ def apply_blocker(prepared, errors: list[str], built: bool, applied: str | None,
         return f"already applied as {applied} (undo it from History)"
     if not prepared:
         return ("no plan could be built: " + "; ".join(errors)) if errors else "there is no plan"
-    changing = [p for p in prepared if any(s.changes for s in p.steps) or p.plan.ladder]
+    changing = [p for p in prepared if service.changes(p)]
     if not changing:
         if any(s.kind in ("advice", "command", "env") for p in prepared for s in p.steps):
             return "advice only: nothing here is changed by troubleshoot; c copies the commands to run by hand"
@@ -265,12 +271,14 @@ class FixScreen(ModalScreen[None]):
     BINDINGS = [Binding("a", "apply", "Apply"), Binding("c", "copy", "Copy commands"),
                 Binding("escape,q", "close", "Close")]
 
-    def __init__(self, diagnosis, facts: dict | None, root: str | None, plugins):
+    def __init__(self, diagnosis, ctx: CommandContext, facts: Callable[[bool], Mapping | None]):
+        """`facts(needed)`: the facts the fixes plan with (those the diagnosis was made with)."""
         super().__init__()
         self.diagnosis = diagnosis
+        self.ctx = ctx
         self.facts = facts
-        self.root = root
-        self.plugins = plugins
+        self.root = ctx.options.root
+        self.service: FixService | None = None  # made in build(): loading the fixers is a plugin hook
         self.prepared: list = []
         self.errors: list[str] = []
         self.preview_text = ""
@@ -293,33 +301,19 @@ class FixScreen(ModalScreen[None]):
 
     @work(thread=True)
     def build(self) -> None:
-        from troubleshoot.errors import TroubleshootError
-        from troubleshoot.fixes import executor
-        from troubleshoot.fixes.registry import load_fixers
-        from troubleshoot.plugins import load_plugins
+        from troubleshoot.fixes.service import requests_of
 
-        plugins = self.plugins or load_plugins()
-        fixers = load_fixers(plugins)
-        for f in self.diagnosis.fixes:
-            fixer = fixers.get(f.fixer)
-            if fixer is None:
-                self.errors.append(f"no fixer {f.fixer!r} is installed")
-                continue
-            try:
-                plan = fixer.plan(fixer.validate(dict(f.params)), self.facts)
-                self.prepared.append(executor.prepare(plan, self.root))
-            except TroubleshootError as exc:
-                self.errors.append(f"{f.fixer}: {exc}")
+        self.service = self.ctx.fix_service(self.facts)
+        plans = self.service.plan(requests_of(self.diagnosis), strict=False)
+        self.prepared, self.errors = plans.prepared, plans.errors
         self.app.call_from_thread(self._show)
 
     def _show(self) -> None:
-        from troubleshoot.fixes import executor
-
         body = self.query_one("#fix-body", VerticalScroll)
         self.query_one("#fix-status", Static).remove()
         widgets = []
         for prep in self.prepared:
-            text = executor.preview(prep)
+            text = self.service.preview(prep)
             self.preview_text += text
             for b in preview_blocks(text):
                 if b.kind == "markdown":
@@ -371,41 +365,47 @@ class FixScreen(ModalScreen[None]):
 
     @on(Button.Pressed, "#apply")
     def action_apply(self) -> None:
-        from troubleshoot.fixes import executor
+        from troubleshoot.fixes import executor, service
 
         why = apply_blocker(self.prepared, self.errors, self.built, self.applied, executor._is_root())
         if why:
             self.notify(f"Cannot apply: {terminal_safe(why)}", severity="warning", timeout=10, markup=False)
             return
-        root_needed = [p.plan.title for p in self.prepared if p.needs_root]
+        changing = [p for p in self.prepared if service.changes(p)]  # the others are skipped
+        root_needed = [p.plan.title for p in changing if p.needs_root]
         where = f" under {self.root}" if self.root else " on this machine"
         note = (" They need root: " + "; ".join(root_needed) + ".") if root_needed else ""
-        self.app.push_screen(ConfirmScreen(f"Apply {len(self.prepared)} fix plan(s){where}? Every file is backed up "
+        self.app.push_screen(ConfirmScreen(f"Apply {len(changing)} fix plan(s){where}? Every file is backed up "
                                            f"first and the change can be undone from History.{note}"),
                              callback=lambda ok: self.apply_all() if ok else None)
 
     @work(thread=True, exclusive=True)
     def apply_all(self) -> None:
+        """Every plan through the fix service, as `troubleshoot fix --apply --yes` applies them
+        (confirmed once, for all, by the dialog): a plan that changes nothing is skipped."""
         from troubleshoot.errors import TroubleshootError
-        from troubleshoot.fixes import executor
 
         lines: list[str] = []
-        applied = None
-        for prep in self.prepared:
-            try:
-                out = executor.apply(prep)
-            except TroubleshootError as exc:
-                lines.append(f"✖ {prep.plan.title}: {exc}")
-                break
-            executor.verify(prep, out, probe=_probe_for(self.plugins))
-            lines += [f"  done: {d}" for d in out.done] + [f"  skipped: {d}" for d in out.skipped]
+        applied: list[str] = []
+
+        def report(a) -> None:
+            out = a.outcome
+            if out is None:
+                lines.append(f"  nothing to change: {a.prep.plan.title}")
+                return
+            lines.extend([f"  done: {d}" for d in out.done] + [f"  skipped: {d}" for d in out.skipped])
             if out.failed:
                 lines.append(f"✖ FAILED: {out.failed} — undo from History ({out.entry.id})")
-                break
+                return
             verdict = {True: "verified", False: "VERIFICATION FAILED (undo from History)", None: "not verified"}[out.verified]
             lines.append(f"✔ applied as {out.entry.id}: {verdict} {out.verify_detail}")
-            applied = out.entry.id
-        self.app.call_from_thread(self._applied, "\n".join(lines), applied or "this session")
+            applied.append(out.entry.id)
+
+        try:
+            self.service.apply(self.prepared, confirm=lambda prep: True, on_applied=report)
+        except TroubleshootError as exc:
+            lines.append(f"✖ {exc}")
+        self.app.call_from_thread(self._applied, "\n".join(lines), applied[-1] if applied else "this session")
 
     def _applied(self, report: str, applied: str) -> None:
         # The user may have closed the modal meanwhile: nothing to show then.
@@ -417,19 +417,3 @@ class FixScreen(ModalScreen[None]):
         body.mount(result)
         body.scroll_end(animate=False)
         self._update_apply()
-
-
-def _probe_for(plugins):
-    def probe(names, root):
-        from pathlib import Path
-
-        from troubleshoot.plugins import load_plugins
-        from troubleshoot.probes.base import ProbeContext, run_probes
-
-        pl = plugins or load_plugins()
-        ctx = ProbeContext()
-        if root:
-            ctx.root = Path(root)
-        return run_probes([p for p in pl.collect("troubleshoot_probes") if p.name in names], ctx)
-
-    return probe

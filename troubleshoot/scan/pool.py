@@ -1,4 +1,4 @@
-"""Threads that run hyperscan scans beside the scanner's own thread.
+"""Worker threads that run hyperscan's pass over parts of a chunk beside the scanner's thread.
 
 hyperscan's `Database.scan` releases the GIL while it scans (it takes it back only to report a
 match), so the raw pass over a chunk of a log is split between the scanner's thread and these
@@ -6,59 +6,18 @@ workers, one part each, all scanning at once; the scanner's thread then verifies
 Each thread has its own scratch space (one scratch per concurrent scan, as hyperscan requires).
 Jobs only read the bytes they are given and return match reports; everything that depends on
 earlier results (retired patterns, hit caps, line numbers) stays with the caller, in chunk
-order, so a scan with threads finds exactly what one without them finds.
+order, so a scan with threads finds exactly what one without them finds. Loaded only when a
+scan starts workers.
 """
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
+from typing import Callable
 
-# Threads (or forked scanners) in one scan, the scanner's own included. A cap, so that on a
-# many-core node the processes, their buffers and the parent's serial replay stay few (measured
-# on two cores only).
-MAX_THREADS = 4
-
-
-def scan_threads(size: int | None, min_bytes: int) -> int:
-    """Helpers worth starting for an input of `size` bytes (None: unknown, a pipe): one per core
-    besides the scanner's own, MAX_THREADS in all at most; none on a single core or for an
-    input under `min_bytes`. A helper is a forked scanner of one range of a file where the
-    scanner can fork (scanproc), else a worker thread of this pool.
-    $TROUBLESHOOT_SCAN_THREADS, when set, is the number (0: the scan stays in one thread)."""
-    env = os.environ.get("TROUBLESHOOT_SCAN_THREADS", "").strip()
-    if env.isdigit():
-        return min(int(env), MAX_THREADS - 1)
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not Linux
-        cores = os.cpu_count() or 1
-    if cores < 2 or (size is not None and size < min_bytes):
-        return 0
-    return min(cores, MAX_THREADS) - 1
-
-
-def reports(db, data, offset: int = 0, scratch=None, dead: "set[int] | frozenset[int]" = frozenset()) -> list[int]:
-    """Match reports of `db` in `data`, each encoded as (end + offset) << 20 | expression id (one
-    int: cheap to collect and to sort; ids stay below 2**20). Reports of the expressions in
-    `dead` (nothing is looking for them any more) are dropped as they come."""
-    out: list[int] = []
-    add = out.append
-
-    if dead:
-        def on_match(index, _from, to, _flags, _context):
-            if index not in dead:
-                add((to + offset) << 20 | index)
-    else:
-        def on_match(index, _from, to, _flags, _context):
-            add((to + offset) << 20 | index)
-
-    if scratch is None:
-        db.scan(data, match_event_handler=on_match)
-    else:
-        db.scan(data, match_event_handler=on_match, scratch=scratch)
-    return out
+# scan(db, data, offset, scratch, dead) -> packed match reports (hyperscan.reports)
+DatabaseScan = Callable[..., list[int]]
 
 
 class Job:
@@ -75,9 +34,9 @@ class Job:
         self._done = threading.Lock()
         self._done.acquire()  # released by the worker when the scan is over
 
-    def run(self, db, scratch) -> None:
+    def run(self, db, scratch, scan_db: DatabaseScan) -> None:
         try:
-            self._reports = reports(db, self.data, self.offset, scratch, self.dead)
+            self._reports = scan_db(db, self.data, self.offset, scratch, self.dead)
         except BaseException as exc:  # handed to the caller's thread by result()
             self._error = exc
         finally:
@@ -94,12 +53,14 @@ class Job:
 
 
 class Pool:
-    """`threads` workers scanning with one database. Use as a context manager: leaving the block
-    (normally, on ScanCancelled or on any error) stops and joins every thread."""
+    """`threads` workers scanning with one database, each with its own `scratch_of(db)`, by
+    `scan_db` (hyperscan.reports). Use as a context manager: leaving the block (normally, on
+    ScanCancelled or on any error) stops and joins every thread."""
 
-    def __init__(self, db, threads: int, scratch_of):
+    def __init__(self, db, threads: int, scratch_of, scan_db: DatabaseScan):
         self.db = db
         self.size = threads
+        self._scan_db = scan_db
         self._tasks: queue.SimpleQueue = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         try:
@@ -121,7 +82,7 @@ class Pool:
             job = self._tasks.get()
             if job is None:
                 return
-            job.run(self.db, scratch)
+            job.run(self.db, scratch, self._scan_db)
 
     def close(self) -> None:
         """Jobs already queued still run (each is one part of one chunk); then every thread ends."""
@@ -131,7 +92,7 @@ class Pool:
             t.join()
         self._threads = []
 
-    def __enter__(self) -> "Pool":
+    def __enter__(self) -> Pool:
         return self
 
     def __exit__(self, *exc) -> None:

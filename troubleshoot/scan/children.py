@@ -1,18 +1,10 @@
-"""Forked processes that scan one range of a log file each, beside the scanner's own process.
+"""Forked child processes for the scan's ranges: each runs a function and sends pickled
+objects back through a pipe; none is ever left running or unreaped, whatever happens.
 
-Threads share one GIL: reading, counting newlines, gathering coloured lines and verifying
-candidate lines hold it, so with threads only hyperscan's own pass runs in parallel. A forked
-child has its own interpreter lock and a copy of everything the scanner built (the patterns, the
-compiled database, the verifiers), so it runs the whole per-line work of its range at once with
-the parent's. It sends back what depends on its lines alone (the matches of each matching line,
-its line count); the parent applies them in log order, so every result that depends on earlier
-lines (retired patterns, hit caps, first and last lines, series) comes out as one process would
-have made it.
-
-A child only ever reads its file by offset (pread: the file position it shares with the parent is
-never moved), never writes to a terminal, and leaves with os._exit, so no buffer, atexit handler
-or lock of the parent runs twice. Forking is only safe while the process has one thread (a lock
-another thread held at the fork stays held in the child forever): `forkable()` says when.
+A child leaves with os._exit, so no buffer, atexit handler or lock of the parent runs twice; it
+is killed with its parent (PR_SET_PDEATHSIG). Forking is only safe while the process has one
+thread (a lock another thread held at the fork stays held in the child forever): `forkable()`
+says when. `Counters` adds up the bytes each process has read, for a progress callback.
 """
 
 from __future__ import annotations

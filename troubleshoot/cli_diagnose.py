@@ -1,0 +1,101 @@
+"""`troubleshoot diagnose`, `probe` and `tui`: the command's context gives the logs, facts and
+rules, the pipeline the diagnoses, the report modules the text; this module picks the format
+and the exit status."""
+
+from __future__ import annotations
+
+import sys
+
+from troubleshoot.cli import PROG, warn_problems
+from troubleshoot.context import CommandContext
+from troubleshoot.errors import TroubleshootError
+from troubleshoot.textsafe import terminal_safe
+
+
+def cmd_diagnose(args, ctx: CommandContext) -> int:
+    if args.follow or args.pid is not None:
+        from troubleshoot import cli_follow
+
+        return cli_follow.follow(args, ctx)
+    if not ctx.options.logs and not ctx.stdin_log and not ctx.options.probe:
+        raise TroubleshootError("nothing to diagnose: give a log (--log PATH, --log -, or pipe one), "
+                                "or let troubleshoot probe this machine (drop --no-probe)")
+    ctx.plugins  # a -p plugin that cannot load stops the command before anything is read
+    logs = ctx.log_sources()  # a bad path fails before seconds of probing
+    result = ctx.diagnose(ctx.sources(logs))
+    warn_problems(result.ruleset, ctx)
+    facts_source = ctx.machine().origin
+    source = result.source if facts_source is None or logs else facts_source
+    if args.format == "json":
+        from troubleshoot.report import jsonfmt
+
+        meta = {"source": result.source, "lines": result.lines, "facts": facts_source,
+                "logs": result.logs, "summary": result.headline}
+        sys.stdout.write(jsonfmt.render(result.diagnoses, meta))
+    elif args.format == "markdown":
+        from troubleshoot.report import markdown
+
+        sys.stdout.write(terminal_safe(markdown.render(result.diagnoses, source)))
+    else:
+        from troubleshoot.report import text
+
+        if result.headline:
+            sys.stdout.write(terminal_safe(result.headline) + "\n\n")
+        sys.stdout.write(text.render(result.diagnoses, colour=ctx.colour(sys.stdout),
+                                     limit=None if args.all else 5, source=source,
+                                     hint_args=ctx.hint_args(), rich=ctx.rich(sys.stdout),
+                                     log_args=ctx.log_hint(), facts_args=ctx.facts_hint()))
+    return fail_on(args.fail_on, result.diagnoses)
+
+
+def fail_on(threshold: str | None, diagnoses) -> int:
+    """1 when a diagnosis is at least as severe as `threshold` (SEVERITIES runs worst first)."""
+    from troubleshoot.model import SEVERITIES
+
+    if threshold is None:
+        return 0
+    worst = SEVERITIES.index(threshold)
+    return 1 if any(SEVERITIES.index(d.severity) <= worst for d in diagnoses) else 0
+
+
+def cmd_tui(args, ctx: CommandContext) -> int:
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        if args.command is None:
+            from troubleshoot.cli import build_parser
+
+            build_parser().print_help()
+            return 0
+        raise TroubleshootError("the TUI needs a terminal; use `troubleshoot diagnose` in scripts")
+    from troubleshoot.tui.early import EarlyKeys
+
+    early = EarlyKeys.start(sys.stdin.fileno())  # `q` works from here on, before Textual is imported
+    try:
+        ctx.plugins  # loaded, and their problems told, before the screen is taken over
+        from troubleshoot.tui.app import run_tui
+
+        return run_tui(ctx, fast_exit=True, early=early)
+    finally:
+        if early is not None:
+            early.finish()
+
+
+def cmd_probe(args, ctx: CommandContext) -> int:
+    import json
+
+    from troubleshoot import snapshot
+    from troubleshoot.fleet.collect import hang_if_asked
+
+    hang_if_asked()
+    snap = ctx.machine().facts
+    if args.redact:
+        snap = snapshot.redact(snap)
+    if args.save:
+        snapshot.save(snap, args.save)
+        print(f"{PROG}: saved snapshot to {terminal_safe(args.save, keep_newlines=False)}", file=sys.stderr)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(snap, indent=2, default=str) + "\n")
+    else:
+        from troubleshoot.report import probe_text
+
+        sys.stdout.write(terminal_safe(probe_text.render(snap)))  # this machine's names and values are data
+    return 0

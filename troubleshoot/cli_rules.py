@@ -1,0 +1,210 @@
+"""`troubleshoot rules list|show|why|lint|test|patterns|symptoms`: the rules of the command's
+context, rendered. `rules new` is in cli_rules_new."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from troubleshoot.cli import plural, warn_problems
+from troubleshoot.context import CommandContext
+from troubleshoot.errors import TroubleshootError
+from troubleshoot.textsafe import terminal_safe
+
+
+def cmd_rules(args, ctx: CommandContext) -> int:
+    sub = args.rules_command
+    if sub is None:
+        # Like `fixers`: the group's read-only listing is what someone exploring it wants to see;
+        # the other subcommands need arguments or change nothing without them.
+        sub, args.format = "list", "text"
+    if sub == "why":
+        return cmd_why(args, ctx)
+    if sub == "new":
+        from troubleshoot import cli_rules_new
+
+        return cli_rules_new.cmd_new(args, ctx)
+    ruleset = ctx.ruleset()
+    if sub == "lint":
+        return _rules_lint(ctx)
+    if sub == "test":
+        return _rules_test(ctx)
+    if sub in ("list", "symptoms"):
+        warn_problems(ruleset, ctx)
+        return _rules_list(ruleset, args.format) if sub == "list" else _rules_symptoms(ruleset, args.format)
+    if sub == "show":
+        return _rules_show(ctx, args.id)
+    if sub == "patterns":
+        return _rules_patterns(ruleset, args.syntax)
+    raise TroubleshootError(f"unknown rules subcommand {sub!r}")  # pragma: no cover
+
+
+def _rules_lint(ctx: CommandContext) -> int:
+    problems = ctx.lint()
+    for p in problems:
+        print(terminal_safe(str(p), keep_newlines=False))
+    errors = [p for p in problems if p.level == "error"]
+    sys.stdout.flush()
+    print(f"{plural(len(ctx.ruleset().rules), 'rule')}, {plural(len(errors), 'error')}, "
+          f"{plural(len(problems) - len(errors), 'warning')}", file=sys.stderr)
+    return 2 if errors else 0
+
+
+def _rules_test(ctx: CommandContext) -> int:
+    from troubleshoot import paste
+    from troubleshoot.engine.examples import check_examples
+
+    ruleset = ctx.ruleset()
+    warn_problems(ruleset, ctx)
+    checked, failures = check_examples(ruleset.rules, facts_of=lambda text: paste.read(text).facts)
+    for f in failures:
+        print(terminal_safe(str(f)))
+    # A rule that did not load has no examples to fail: its file must fail the run instead.
+    broken = sorted({terminal_safe(str(p.path), keep_newlines=False) for p in ruleset.errors})
+    print(f"{plural(checked, 'example')} in {plural(len(ruleset.rules), 'rule')}: {checked - len(failures)} passed, "
+          f"{len(failures)} failed" + (f"; {plural(len(broken), 'rule file')} did not load (or lost rules): "
+                                       f"{', '.join(broken)}" if broken else ""))
+    return 1 if failures or broken else 0
+
+
+def _rules_patterns(ruleset, syntax: str) -> int:
+    """One pattern a line. Piped, as written (`grep -E -f` needs each byte of a pattern); on a
+    terminal, its control characters are shown, not obeyed."""
+    from troubleshoot.engine.ere import to_ere
+
+    shown = (lambda p: terminal_safe(p, keep_newlines=False)) if sys.stdout.isatty() else (lambda p: p)
+    for r in ruleset.rules:
+        for p in r.log:
+            print(shown(p.source if syntax == "python" else to_ere(p.regex)))
+    return 0
+
+
+def _rules_list(ruleset, fmt: str) -> int:
+    import json
+
+    rows = []
+    for r in sorted(ruleset.rules, key=lambda r: (r.symptom, r.id)):
+        rows.append({"id": r.id, "symptom": r.symptom, "severity": r.severity, "title": r.title,
+                     "pack": r.origin.pack, "path": r.origin.path, "line": r.origin.line,
+                     "overrides": [str(o) for o in ruleset.overridden.get(r.id, [])]})
+    if fmt == "json":
+        disabled = {k: str(v) for k, v in ruleset.disabled.items()}
+        print(json.dumps({"schema": 1, "rules": rows, "disabled": disabled}, indent=2))
+        return 0
+    for row in rows:
+        extra = f" (overrides {', '.join(row['overrides'])})" if row["overrides"] else ""
+        print(terminal_safe(f"{row['id']:<44} {row['symptom']:<26} {row['severity']:<8} {row['pack']}:"
+                            f"{os.path.basename(row['path'])}:{row['line']}{extra}", keep_newlines=False))
+    for rid, origin in ruleset.disabled.items():
+        print(terminal_safe(f"{rid:<44} disabled by {origin}", keep_newlines=False))
+    print(plural(len(rows), "rule"), file=sys.stderr)
+    return 0
+
+
+def _rules_symptoms(ruleset, fmt: str) -> int:
+    import json
+
+    rows = []
+    for sid, desc in ruleset.taxonomy.items():
+        origin = ruleset.symptom_origins.get(sid)
+        rows.append({"id": sid, "description": desc, "pack": origin.pack if origin else "shipped",
+                     "path": origin.path if origin else None, "line": origin.line if origin else None})
+    if fmt == "json":
+        print(json.dumps({"schema": 1, "symptoms": rows}, indent=2))
+        return 0
+    for row in rows:
+        where = f"{row['path']}:{row['line']}" if row["path"] else "shipped"
+        print(terminal_safe(f"{row['id']:<30} {where}  {row['description']}", keep_newlines=False))
+    team = sum(1 for r in rows if r["path"])
+    print(f"{plural(len(rows), 'symptom')} ({team} from team folders)", file=sys.stderr)
+    return 0
+
+
+def _rules_show(ctx: CommandContext, rule_id: str) -> int:
+    r = ctx.rule(rule_id)
+    out = [f"{r.id}  ({r.origin}, pack {r.origin.pack})", f"  symptom:    {r.symptom}", f"  title:      {r.title}",
+           f"  severity:   {r.severity}", f"  confidence: {r.confidence}"]
+    if r.downstream_of:
+        out.append(f"  downstream of: {', '.join(r.downstream_of)}")
+    if r.refines:
+        out.append(f"  refines:    {', '.join(r.refines)}")
+    for label, pats in (("log", r.log), ("with_log", r.with_log), ("without_log", r.without_log)):
+        for p in pats:
+            out.append(f"  {label}: {p.source}")
+    for c in r.facts:
+        out.append(f"  facts: {c.source}")
+    out.append("")
+    out += ["  " + ln for ln in r.explain.splitlines()]
+    if r.fixes:
+        out += ["", "  fixes:"]
+    for f in r.fixes:
+        out.append(f"  - {f.fixer}" + (f": {f.title}" if f.title else ""))
+        out += _param_lines(f.params, "      ")
+    if r.references:
+        out += ["", "  references:"]
+    out += [f"  - {ref}" for ref in r.references]
+    out.append(f"  examples: {len(r.examples.match)} match, {len(r.examples.no_match)} no_match")
+    print(terminal_safe("\n".join(out)))  # rule files are data, like logs
+    return 0
+
+
+def _param_lines(params: dict, indent: str) -> list[str]:
+    """`name: value` per parameter; a multi-line text as an indented block, other values as JSON."""
+    import json
+
+    out = []
+    for k, v in params.items():
+        if isinstance(v, str) and "\n" in v.strip():
+            out.append(f"{indent}{k}: |")
+            out += [f"{indent}  {ln}" for ln in v.strip().splitlines()]
+        else:
+            out.append(f"{indent}{k}: {v if isinstance(v, str) else json.dumps(v)}")
+    return out
+
+
+def cmd_why(args, ctx: CommandContext) -> int:
+    """How one rule did or did not fire on one log (a file or stdin) and the --snapshot's facts."""
+    from troubleshoot import pipeline
+
+    from troubleshoot.sources import LogSource, check_readable
+
+    rule = ctx.rule(args.id)
+    log = None  # one file or stdin: a trace shows one log's lines
+    if args.log not in (None, "-"):
+        check_readable(args.log)
+        log = LogSource(args.log, args.log)
+    elif args.log == "-" or ctx.stdin_log:
+        log = LogSource("stdin")
+    # The facts of a snapshot only: a trace is about the rule, not this machine.
+    facts = ctx.machine().facts if ctx.options.snapshot else None
+    trace = pipeline.why(rule, log, facts)
+    for line in _why_lines(trace):
+        print(terminal_safe(line, keep_newlines=False))  # rule files, log lines and facts are data
+    return 0
+
+
+def _why_lines(trace) -> list[str]:
+    """The trace of `rules why`, one line each."""
+    import json
+
+    from troubleshoot.engine.conditions import UNKNOWN
+
+    r = trace.rule
+    verdict = "fired" if trace.fired else "did not fire"
+    out = [f"rule {r.id} ({r.origin}): {verdict}" + (f": {trace.reason}" if trace.reason != verdict else "")]
+    if r.log:
+        out.append(f"  match.log: {trace.log_count} matching line(s)")
+        out += [f"    pattern {p.source}" for p in r.log]
+        out += [f"    line {h.line}: {h.text}" for h in trace.log_lines]
+    for src, line in trace.with_log:
+        out.append(f"  with_log {src}: " + (f"matched line {line}" if line else "no line matched"))
+    for src, line in trace.without_log:
+        out.append(f"  without_log {src}: " + (f"matched line {line} (vetoes the rule)" if line else "no line matched"))
+    for c in trace.conditions:
+        value = "unknown" if c.value is UNKNOWN else str(c.value).lower()
+        out.append(f"  condition {c.source}: {value}")
+        for path, v in c.reads:
+            out.append(f"    {path} = {'(missing)' if path in c.missing else json.dumps(v, default=str)}")
+    if trace.captures:
+        out.append("  captures: " + ", ".join(f"{k}={v!r}" for k, v in trace.captures.items()))
+    return out

@@ -1,0 +1,189 @@
+"""Hyperscan databases for the scanner: built from the patterns' prefilter forms (prefilter.py),
+cached on disk keyed by the patterns (and the version of the forms), loaded in well under a
+millisecond; scratch spaces for the threads that scan with one; and a one-pass search for many
+literals at once.
+
+A database is only a prefilter: it proposes lines, and the scanner verifies each with the
+pattern's own regex. So a prefilter form may match more than its pattern, never less.
+
+The cache lives under `$XDG_CACHE_HOME/troubleshoot/hyperscan/`. Deserialising a database is
+native code reading bytes, so a file is used only when it and its folder belong to this user
+and nobody else can write them; otherwise the database is compiled in memory.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from troubleshoot import usercache
+
+try:  # wheels bundle the library on x86_64 Linux; everything works without it
+    import hyperscan as _hs
+except ImportError:  # pragma: no cover - exercised where the wheel is absent
+    _hs = None
+
+
+def available() -> bool:
+    return _hs is not None
+
+
+def _flags(single: bool) -> int:
+    # MULTILINE: anchors hold at each line (see prefilter.prefilter_source). No DOTALL: '.' stays within
+    # a line. SINGLEMATCH: a pattern that only needs to be seen once reports once per scan.
+    return _hs.HS_FLAG_MULTILINE | (_hs.HS_FLAG_SINGLEMATCH if single else 0)
+
+
+# Databases kept (0.7 MB each for the shipped rules): a rule set scanned from files and from
+# pipes has two (see database(defer=...)), and rulecache keeps 8 rule sets.
+KEEP = 16
+# Part of the cache key: bump it whenever prefilter.py changes what it makes of a pattern.
+FORMS_VERSION = 7
+
+
+@dataclass(frozen=True)
+class Database:
+    """A compiled database and how its reports map back to patterns. Patterns with the same
+    prefilter form (and the same `single` flag) share one expression, whose id is the first
+    of them: `shared[id]` lists them all. `rejected`: patterns hyperscan would not take."""
+
+    db: object
+    rejected: frozenset[int]
+    shared: dict[int, tuple[int, ...]]
+    deferred: frozenset[int] = frozenset()  # left out of `db`: see database(defer=...)
+
+
+def _key(sources: list[str], single: frozenset[int], defer: tuple[tuple[int, ...], ...] = ()) -> str:
+    h = hashlib.sha256()
+    h.update(f"hs {getattr(_hs, '__version__', '?')} {os.uname().machine} forms {FORMS_VERSION}\n".encode())
+    h.update(repr(defer).encode())
+    for i, s in enumerate(sources):
+        h.update(b"1" if i in single else b"0")
+        h.update(s.encode("utf-8", "surrogatepass"))
+        h.update(b"\0")
+    return h.hexdigest()[:32]
+
+
+def _compile(forms: list[str], ids: list[int], single: frozenset[int]):
+    db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
+    db.compile(expressions=[forms[i].encode("utf-8", "surrogatepass") for i in ids], ids=ids,
+               flags=[_flags(i in single) for i in ids])
+    return db
+
+
+
+def _build(sources: tuple[str, ...], single: frozenset[int],
+           defer: tuple[tuple[int, ...], ...] = ()) -> Database | None:
+    from troubleshoot.scan import prefilter  # its rewriting runs on a cache miss only
+
+    forms = [prefilter.prefilter_source(s) for s in sources]
+    deferred = frozenset(i for unit in defer if all(prefilter.weak(forms[i]) for i in unit) for i in unit)
+    groups: dict[tuple[str, bool], list[int]] = {}
+    for i, form in enumerate(forms):
+        if i in deferred:
+            continue
+        groups.setdefault((form, i in single), []).append(i)
+    shared = {members[0]: tuple(members) for members in groups.values()}
+    ids = sorted(shared)
+    rejected: set[int] = set()
+    try:
+        db = _compile(forms, ids, single)
+    except Exception:
+        for i in ids:
+            try:
+                _compile(forms, [i], single)
+            except Exception:
+                rejected.add(i)
+        kept = [i for i in ids if i not in rejected]
+        if not kept:
+            return None
+        try:
+            db = _compile(forms, kept, single)
+        except Exception:
+            return None
+    rejected_all = frozenset(j for i in rejected for j in shared.pop(i))
+    return Database(db, rejected_all, shared, deferred)
+
+
+def _load(blob: bytes) -> Database | None:
+    head, _, body = blob.partition(b"\n")
+    try:
+        meta = json.loads(head)
+        db = _hs.loadb(body, _hs.HS_MODE_BLOCK)
+        db.scratch = _hs.Scratch(db)  # a loaded database comes without one
+        shared = {int(k): tuple(v) for k, v in meta["shared"].items()}
+        return Database(db, frozenset(meta["rejected"]), shared, frozenset(meta.get("deferred", ())))
+    except Exception:  # a damaged or foreign file: compile instead
+        return None
+
+
+@functools.lru_cache(maxsize=8)
+def _database_cached(key: str, sources: tuple[str, ...], single: frozenset[int], compile_if_missing: bool,
+                     defer: tuple[tuple[int, ...], ...] = ()):
+    path = usercache.cache_dir("hyperscan") / f"{key}.hsdb"
+    blob = usercache.read(path)
+    if blob is not None:
+        found = _load(blob)
+        if found is not None:
+            usercache.used(path)  # in use: the last to be pruned
+            return found
+    if not compile_if_missing:
+        return None
+    found = _build(sources, single, defer)
+    if found is not None:
+        _save(path, found)
+    return found
+
+
+def _save(path: Path, found: Database) -> None:
+    try:
+        meta = {"rejected": sorted(found.rejected), "shared": {str(k): v for k, v in found.shared.items()},
+                "deferred": sorted(found.deferred)}
+        usercache.write(path, json.dumps(meta).encode() + b"\n" + _hs.dumpb(found.db))
+        usercache.prune(path, "*.hsdb", KEEP)
+    except Exception:
+        pass  # a database hyperscan cannot serialise only costs the next run a compile
+
+
+def database(sources: list[str], compile_if_missing: bool = True,
+             single: frozenset[int] = frozenset(), defer: tuple[tuple[int, ...], ...] = ()) -> Database | None:
+    """The database for the patterns `sources` (as RE2 reads them), or None when there is none
+    to be had cheaply (not cached and `compile_if_missing` false) or hyperscan takes none of
+    the patterns. Patterns whose index is in `single` report only their first match in each
+    scan. `defer`: units of patterns the caller can look for later, in a second pass, if it
+    needs them; a unit whose forms are all `weak` is left out of the database (`deferred`).
+    The prefilter forms are worked out on a cache miss only."""
+    if _hs is None or not sources:
+        return None
+    single = frozenset(single)
+    defer = tuple(tuple(sorted(u)) for u in sorted(defer))
+    return _database_cached(_key(sources, single, defer), tuple(sources), single, compile_if_missing, defer)
+
+
+def scratch(db):
+    """Scratch space for one more thread scanning with `db` at the same time as others."""
+    return _hs.Scratch(db)
+
+
+def literals_found(literals: tuple[str, ...], data) -> set[int] | None:
+    """Indices of the `literals` that occur in the bytes `data`, found in one pass (a search per
+    literal reads the data once each); None without hyperscan."""
+    if _hs is None or not literals:
+        return None
+    # Every byte spelled \xHH: no character of a literal can be read as regex syntax.
+    sources = ["".join(f"\\x{b:02x}" for b in lit.encode("utf-8", "surrogatepass")) for lit in literals]
+    found = database(sources, single=frozenset(range(len(sources))))
+    if found is None or found.rejected:
+        return None
+    seen: set[int] = set()
+    shared = found.shared
+
+    def on_match(index, _from, _to, _flags, _context):
+        seen.update(shared.get(index, (index,)))
+
+    found.db.scan(data, match_event_handler=on_match, scratch=scratch(found.db))
+    return seen

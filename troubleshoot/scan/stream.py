@@ -1,0 +1,125 @@
+"""One scan of a log stream: the candidate finder chosen, the stream scanned by forked ranges or
+in this process, and the context patterns left for a second pass looked for.
+
+The fastest finder proposes lines (hyperscan, else RE2, else the literal finder) and the
+verifier decides them, so every engine gives the same result; a forked scan, a threaded one and
+a one-thread one give the same result too.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from typing import BinaryIO, Callable, Sequence
+
+from troubleshoot.scan import engines, forked, reader, threaded, verify
+from troubleshoot.scan.candidates import Candidates
+from troubleshoot.scan.hyperscan import HyperscanCandidates, SubsetCandidates
+from troubleshoot.scan.literal import LiteralCandidates
+from troubleshoot.scan.re2 import Re2Candidates
+from troubleshoot.scan.result import ScanPattern, ScanResult
+
+# Compiling the hyperscan database costs ~0.5 s for the shipped rules; below this size (and
+# without a cached database) RE2, which builds in ~20 ms, finishes first.
+HYPERSCAN_MIN_BYTES = 16 << 20
+
+
+def make_candidates(patterns: Sequence[ScanPattern], backend: str | None = None,
+                    size: int | None = None, defer: tuple[tuple[int, ...], ...] = ()) -> Candidates:
+    """The fastest candidate finder for these patterns: `backend` forces one ("hyperscan",
+    "re2", "re"); by default hyperscan when its database is cached or the input is large
+    enough to repay compiling it, else RE2, else the literal prefilter. `defer`: see
+    hsdb.database."""
+    re2_here = engines.re2_available()
+    if backend == "re" or (not re2_here and backend != "hyperscan" and not engines.hyperscan_available()):
+        return LiteralCandidates(patterns)
+    if backend in (None, "hyperscan") and engines.hyperscan_available() and patterns:
+        from troubleshoot.scan import hsdb
+
+        want = backend == "hyperscan" or size is None or size >= HYPERSCAN_MIN_BYTES
+        sources = [p.inline_source for p in patterns]
+        single = frozenset(i for i, p in enumerate(patterns) if p.role != "log")
+        found = hsdb.database(sources, compile_if_missing=want, single=single, defer=defer)
+        if found is not None:
+            rest = None
+            if found.rejected:
+                # Patterns hyperscan cannot take (an empty match, a construct it lacks) are
+                # found by the next engine and merged in.
+                rest = SubsetCandidates(patterns, sorted(found.rejected))
+            return HyperscanCandidates(patterns, found, rest, single, sources)
+    if not re2_here:
+        return LiteralCandidates(patterns)
+    try:
+        return Re2Candidates(patterns)
+    except Exception:
+        # A pattern RE2 rejects (lint reports it) must not stop the scan.
+        return LiteralCandidates(patterns)
+
+
+def scan_stream(stream: BinaryIO, patterns: Sequence[ScanPattern], backend: str | None = None,
+                chunk_size: int = reader.CHUNK_SIZE, cancel=None,
+                progress: Callable[[int], None] | None = None, threads: int | None = None,
+                fork: bool | None = None, defer: bool = True) -> ScanResult:
+    """Scan a binary stream once; return per (group, role) bounded hit records.
+
+    `cancel` (anything with `is_set()`, e.g. a threading.Event) is checked before each chunk:
+    when set, ScanCancelled is raised. `progress` is called with the bytes read so far.
+    $TROUBLESHOOT_SCAN_ENGINE forces an engine as `backend` does (the benchmark compares them).
+    `threads`: helpers beside this thread (None: one per further core, up to
+    threaded.MAX_THREADS in all, none on one core or for a small input; see threaded.py).
+    `fork`: None, a regular file of forked.FORK_MIN_BYTES or more is cut into one range per
+    helper, each scanned by a forked process, where this process can fork safely
+    (children.forkable: Linux, one thread, $TROUBLESHOOT_SCAN_FORK not 0), and otherwise the
+    helpers are threads that share hyperscan's pass over each chunk; True, any regular file is
+    forked whatever its size and whatever other threads run (for a caller that knows they hold
+    no lock a child needs, such as a test runner's idle helper threads); False, never. Every
+    helper has ended when this returns. `defer` (a file only): the context patterns hyperscan
+    is slow at are looked for in a second pass, and only for rules whose own patterns matched:
+    the hits of a rule that cannot fire may lack its context lines (`rules why`, which shows
+    them, passes False)."""
+    backend = backend or os.environ.get("TROUBLESHOOT_SCAN_ENGINE") or None
+    size = reader.stream_size(stream)
+    span = reader.file_span(stream)
+    # A file can be read again: context patterns hyperscan is slow at wait for a second pass,
+    # made only if their rule's own patterns matched (see _second_pass).
+    finder = make_candidates(patterns, backend, size, _deferrable(patterns) if defer and span is not None else ())
+    finder.verifiers = verify.Verifiers(patterns, backend)
+    if threads is None:
+        threads = threaded.scan_threads(size)
+    found = None
+    if threads and span is not None and fork is not False and (fork or (size or 0) >= forked.FORK_MIN_BYTES and
+                                                              forked.forkable()):
+        found = forked.scan(span, patterns, finder, threads + 1, chunk_size, cancel, progress)
+    if found is None:
+        found = threaded.scan(stream, patterns, finder, threads, chunk_size, cancel, progress)
+    if finder.deferred:
+        _second_pass(found, span, patterns, finder.deferred, chunk_size, cancel)
+    return found
+
+
+def scan_text(text: str, patterns: Sequence[ScanPattern], backend: str | None = None) -> ScanResult:
+    return scan_stream(io.BytesIO(text.encode("utf-8", errors="surrogateescape")), patterns, backend)
+
+
+def _deferrable(patterns: Sequence[ScanPattern]) -> tuple[tuple[int, ...], ...]:
+    """The context patterns of each (group, role) whose group has patterns of its own: wanted
+    only when those matched, so they can wait for a second pass (hsdb.database(defer=...))."""
+    with_log = {p.group for p in patterns if p.role == "log"}
+    units: dict[tuple[str, str], list[int]] = {}
+    for i, p in enumerate(patterns):
+        if p.role != "log" and p.group in with_log:
+            units.setdefault((p.group, p.role), []).append(i)
+    return tuple(tuple(u) for u in units.values())
+
+
+def _second_pass(found: ScanResult, span: reader.FileSpan, patterns: Sequence[ScanPattern],
+                 deferred: frozenset[int], chunk_size: int, cancel) -> None:
+    """The deferred context patterns whose group's own patterns matched, looked for over the
+    same bytes of the file: their hits are those a single pass would have made (a deferred unit
+    is a whole (group, role), which nothing else fills)."""
+    wanted = sorted(i for i in deferred if (patterns[i].group, "log") in found.hits)
+    if not wanted:
+        return
+    again = scan_stream(reader.FileRange(span.fd, span.at, span.at + found.total_bytes), [patterns[i] for i in wanted],
+                        chunk_size=chunk_size, cancel=cancel, threads=0)
+    found.hits.update(again.hits)
