@@ -12,7 +12,7 @@ import shlex
 from dataclasses import dataclass
 
 from troubleshoot_fixers.facts import fact, printable, version_fact
-from troubleshoot.engine.values import parse_version
+from troubleshoot.values import parse_version
 from troubleshoot.fixes.api import Fixer, Param
 from troubleshoot.fixes.plan import Advice, Plan
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from troubleshoot.engine.values import parse_version
+from troubleshoot.values import parse_version
 from troubleshoot_fixers.facts import fact, version_fact
 from troubleshoot.fixes.api import Fixer, FixerError, Param
 from troubleshoot.fixes.plan import Advice, Plan, RunCommand, Verify

@@ -1,7 +1,7 @@
 import pytest
 
 from troubleshoot.engine.conditions import UNKNOWN, ConditionError, evaluate, parse, paths
-from troubleshoot.engine.values import parse_bytes, parse_version
+from troubleshoot.values import parse_bytes, parse_version
 
 FACTS = {
     "nvml": {

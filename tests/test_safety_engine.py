@@ -352,7 +352,7 @@ def test_the_python_engine_reads_a_long_line_of_shipped_literals_in_linear_work(
 
 
 def test_superlinear_shapes_are_named():
-    from troubleshoot.engine.backtrack import superlinear as why
+    from troubleshoot.scan.backtrack import superlinear as why
 
     assert "nested repetition" in why(re.compile(r"(x+x+)+y"))
     assert "nested repetition" in why(re.compile(r"^(\w+\s?)*$"))
@@ -369,7 +369,7 @@ def test_superlinear_shapes_are_named():
 
 
 def test_no_shipped_pattern_is_superlinear():
-    from troubleshoot.engine.backtrack import superlinear
+    from troubleshoot.scan.backtrack import superlinear
 
     assert [p.source for p in SHIPPED_PATTERNS if superlinear(p.compiled)] == []
 
@@ -581,7 +581,7 @@ def test_engines_agree_when_removing_an_escape_would_join_another(line):
 def test_atomic_groups_are_checked_like_any_group():
     """`(?>...)` (Python 3.11) holds its items directly, not in a capture's tuple: a rule file
     with one is linted, never a crash."""
-    from troubleshoot.engine.backtrack import superlinear
+    from troubleshoot.scan.backtrack import superlinear
 
     assert superlinear(re.compile(r"(?>P<kind>SW|HW) Thermal")) is None
     assert "nested repetition" in superlinear(re.compile(r"(?>(x+x+)+)y"))

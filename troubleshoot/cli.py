@@ -15,11 +15,10 @@ import sys
 from typing import Sequence
 
 from troubleshoot import __version__
+from troubleshoot.console import PROG, format_help, print_warning
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.textsafe import terminal_safe
 
-PROG = "troubleshoot"
-MAX_WARNINGS = 12
 
 
 class _Parser(argparse.ArgumentParser):
@@ -34,14 +33,6 @@ def _add_rules_arg(p: argparse.ArgumentParser) -> None:
 
 PLUGIN_HELP = ("load a local plugin (repeatable), as if installed by entry point: a module name "
                "(found in the current folder too) or a file path like ./plugin.py")
-FORMAT_HELP = {"text": "text: for people (default)", "json": "json: the stable contract for scripts (docs/json-output.md)",
-               "markdown": "markdown: a report to paste into an issue"}
-
-
-def format_help(*choices: str) -> str:
-    return "; ".join(FORMAT_HELP.get(c, c) for c in choices)
-
-
 def _add_plugin_arg(p: argparse.ArgumentParser, depth: int) -> None:
     # Accepted before and after each subcommand. A subcommand's parser fills its own namespace,
     # which argparse then copies over its parent's: each level needs a list of its own.
@@ -271,6 +262,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _dispatch(args, ctx) -> int:
     """The command's module, given its context (built once, in main)."""
     command = args.command
+    if command is None and not (sys.stdin.isatty() and sys.stdout.isatty()):
+        build_parser().print_help()  # no command, in a script: what there is to run
+        return 0
     if command in ("diagnose", "probe", "tui", None):
         from troubleshoot import cli_diagnose
 
@@ -293,27 +287,6 @@ def _dispatch(args, ctx) -> int:
     from troubleshoot import cli_fleet
 
     return cli_fleet.cmd_fleet(args, ctx)
-
-
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "s")
-
-
-def print_warning(message: object) -> None:
-    """One line on stderr; the file names, keys and values it quotes are data."""
-    print(f"{PROG}: warning: {terminal_safe(str(message), keep_newlines=False)}", file=sys.stderr)
-
-
-def warn_problems(ruleset, ctx) -> None:
-    """The rule set's load problems on stderr, at most MAX_WARNINGS of them."""
-    problems = ruleset.problems
-    for p in problems[:MAX_WARNINGS]:
-        if p.level == "error":
-            print_warning(p)
-        else:  # a warning says so itself
-            print(f"{PROG}: {terminal_safe(str(p), keep_newlines=False)}", file=sys.stderr)
-    if len(problems) > MAX_WARNINGS:
-        print_warning(f"... and {len(problems) - MAX_WARNINGS} more (run `{ctx.command_line('rules', 'lint')}`)")
 
 
 if __name__ == "__main__":  # pragma: no cover

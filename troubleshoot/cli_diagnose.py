@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 
-from troubleshoot.cli import PROG, warn_problems
+from troubleshoot.console import PROG, warn_problems
 from troubleshoot.context import CommandContext
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.textsafe import terminal_safe
@@ -60,11 +60,6 @@ def fail_on(threshold: str | None, diagnoses) -> int:
 
 def cmd_tui(args, ctx: CommandContext) -> int:
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        if args.command is None:
-            from troubleshoot.cli import build_parser
-
-            build_parser().print_help()
-            return 0
         raise TroubleshootError("the TUI needs a terminal; use `troubleshoot diagnose` in scripts")
     from troubleshoot.tui.early import EarlyKeys
 

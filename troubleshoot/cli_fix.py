@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.textsafe import terminal_safe
+from troubleshoot.console import format_help
 
 if TYPE_CHECKING:
     from troubleshoot.context import CommandContext
 
-PROG = "troubleshoot"
 
 
 def _say(line: str, err: bool = False) -> None:
@@ -26,8 +26,6 @@ def _say(line: str, err: bool = False) -> None:
 
 
 def add_parsers(sub, add_rules_arg) -> None:
-    from troubleshoot.cli import format_help
-
     fl = sub.add_parser("fixers", help="list the fixers that rules can name (the default: list)")
     fsub = fl.add_subparsers(dest="fixers_command", metavar="SUBCOMMAND", parser_class=sub._parser_class)
     p = fsub.add_parser("list", help="list fixers and their parameters")

@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING
 
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.textsafe import terminal_safe
+from troubleshoot.console import PROG
 
 if TYPE_CHECKING:
     from troubleshoot.context import CommandContext
 
-PROG = "troubleshoot"
 
 
 def add_parser(sub, add_rules_arg, parser_class) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 
-from troubleshoot.cli import plural, warn_problems
+from troubleshoot.console import plural, warn_problems
 from troubleshoot.context import CommandContext
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.textsafe import terminal_safe

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING
 
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.textsafe import terminal_safe
+from troubleshoot.console import PROG
 
 if TYPE_CHECKING:
     from troubleshoot.context import CommandContext
 
-PROG = "troubleshoot"
 
 
 def _line(arg: str) -> str:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.textsafe import terminal_safe
+from troubleshoot.console import PROG
 
 if TYPE_CHECKING:
     from argparse import Namespace
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
     from troubleshoot.run.watch import Watcher
     from troubleshoot.run.wrapper import RunResult
 
-PROG = "troubleshoot"
 
 
 def add_parser(sub, add_rules_arg) -> None:

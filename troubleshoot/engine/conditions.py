@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from troubleshoot.engine.values import Version, parse_bytes, parse_version, looks_like_version
+from troubleshoot.values import Version, parse_bytes, parse_version, looks_like_version
 
 try:  # linear-time matching: a condition's regex never backtracks (google-re2, a dependency)
     import re2 as _re2

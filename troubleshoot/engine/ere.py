@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from troubleshoot.engine.literals import _c, _p
+from troubleshoot.scan.required import _c, _p
 
 _ERE_SPECIAL = set(".[]()*+?{}|^$\\")
 # Lines never contain \n (and the scanner splits \r), so classes leave both out: a newline in a

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from troubleshoot.engine import conditions
-from troubleshoot.engine.backtrack import superlinear
+from troubleshoot.scan.backtrack import superlinear
 from troubleshoot.engine.ruleset import RuleSet
 from troubleshoot.errors import Problem
 

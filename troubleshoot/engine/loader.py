@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from troubleshoot.engine import conditions
-from troubleshoot.engine.backtrack import superlinear
+from troubleshoot.scan.backtrack import superlinear
 from troubleshoot.engine.lazy import lazy_module
 
 # YAML is parsed only when a rule file changed (see load_rule_file): most runs never import it.

@@ -128,7 +128,7 @@ class _Codec:
 
     def __init__(self):
         from troubleshoot.engine.conditions import NumLit
-        from troubleshoot.engine.values import Version
+        from troubleshoot.values import Version
         from troubleshoot.errors import Problem
 
         self.classes = model_classes()

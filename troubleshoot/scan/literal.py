@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from troubleshoot.engine.literals import required_literals
+from troubleshoot.scan.required import required_literals
 from troubleshoot.scan.candidates import Candidates, line_span, line_starts
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from troubleshoot.engine.literals import required_literals
+from troubleshoot.scan.required import required_literals
 
 # Hyperscan scans bytes, while the verifier (RE2 or `re` on decoded text) reads '.', a
 # negated class, \W, \S or \D as one character, which UTF-8 spells in one to four bytes. Each

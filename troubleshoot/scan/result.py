@@ -13,7 +13,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
-from troubleshoot.engine.values import parse_bytes
+from troubleshoot.values import parse_bytes
 
 KEEP_FIRST = 3
 KEEP_LAST = 3

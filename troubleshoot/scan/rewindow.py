@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from troubleshoot.engine.literals import required_literals
+from troubleshoot.scan.required import required_literals
 
 WINDOW = 2048
 MAX_WINDOWS = 64

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from troubleshoot.engine import backtrack
+from troubleshoot.scan import backtrack
 from troubleshoot.scan import ansi, re2, rewindow
 from troubleshoot.scan.candidates import Candidates
 from troubleshoot.scan.result import ScanCancelled, ScanPattern

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from troubleshoot.engine.literals import _c, _p
+from troubleshoot.scan.required import _c, _p
 
 WHY = ("a backtracking engine (Python's re, which runs patterns where RE2 is not installed) can take "
        "exponential time on it")
