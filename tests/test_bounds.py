@@ -10,7 +10,8 @@ from pathlib import Path
 
 
 from conftest import REPO, run_cli
-from troubleshoot.engine import conditions, loader
+from troubleshoot import usercache
+from troubleshoot.engine import conditions, documents
 from troubleshoot.engine.ruleset import load_ruleset
 
 RULE = """\
@@ -48,7 +49,7 @@ def test_a_planted_cache_never_runs_code(rules_dir):
     load_ruleset([d])  # writes the cache
     cache = Path(os.environ["XDG_CACHE_HOME"]) / "troubleshoot" / "rules"
     files = list(cache.iterdir())
-    assert files and all(f.suffix == ".marshal" for f in files)
+    assert files and all(usercache.unpack_entry(f.read_bytes()) for f in files)
     for f in files:
         f.write_bytes(pickle.dumps(Boom()))
         f.with_suffix(".pickle").write_bytes(pickle.dumps(Boom()))
@@ -63,9 +64,9 @@ def test_a_cache_others_can_write_is_ignored(rules_dir):
     d = rules_dir({"team.yaml": RULE.format(extra="")})
     load_ruleset([d])
     cache = Path(os.environ["XDG_CACHE_HOME"]) / "troubleshoot" / "rules"
-    (f,) = [f for f in cache.iterdir() if marshal.loads(f.read_bytes())[1][1].endswith("team.yaml")]
-    fmt, stamp, kind, _ = marshal.loads(f.read_bytes())
-    forged = marshal.dumps((fmt, stamp, "problems", ((1, "forged by someone else"),)))
+    (f,) = [f for f in cache.iterdir() if usercache.unpack_entry(f.read_bytes())[0][2][0].endswith("team.yaml")]
+    head, _ = usercache.unpack_entry(f.read_bytes())
+    forged = usercache.pack_entry(head, marshal.dumps(("problems", ((1, "forged by someone else"),))))
     f.write_bytes(forged)
     forget_rulesets()
     os.chmod(cache, 0o777)
@@ -84,7 +85,7 @@ def test_files_with_problems_are_cached_with_their_problems(rules_dir, monkeypat
     def never(*a, **k):
         raise AssertionError("parsed again although the file did not change")
 
-    monkeypatch.setattr(loader, "_parse_document", never)
+    monkeypatch.setattr(documents, "_parse", never)
     forget_rulesets()
     assert [str(p) for p in load_ruleset([d], include_shipped=False).problems] == first
 

@@ -1,6 +1,7 @@
 import pytest
 
-from troubleshoot.engine.conditions import UNKNOWN, ConditionError, evaluate, parse, paths
+from troubleshoot.engine.condparse import ConditionError
+from troubleshoot.engine.conditions import UNKNOWN, evaluate, parse, paths
 from troubleshoot.values import parse_bytes, parse_version
 
 FACTS = {

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from troubleshoot import usercache
 from troubleshoot.probes import frameworks
 from troubleshoot.probes import io as io_probe
 from troubleshoot.probes.base import ProbeContext, ProbeOutcome
@@ -96,11 +97,12 @@ def test_a_cache_file_others_can_write_is_not_believed(tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_TORCH_IMPORTS", str(imports))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     frameworks.probe(ProbeContext())
-    (cached,) = (tmp_path / "cache" / "troubleshoot" / "frameworks").glob("*.json")
-    doc = json.loads(cached.read_text())
+    (cached,) = (tmp_path / "cache" / "troubleshoot" / "frameworks").glob("*.cache")
+    head, payload = usercache.unpack_entry(cached.read_bytes())
+    doc = json.loads(payload)
     doc["torch"]["cuda_available"] = True
-    cached.write_text(json.dumps(doc))
-    os.chmod(cached, 0o666)
+    cached.write_bytes(usercache.pack_entry(head, json.dumps(doc).encode()))  # a well-formed entry...
+    os.chmod(cached, 0o666)  # ...that anyone could have written
     again = frameworks.probe(ProbeContext())
     assert again["cached"] is False and again["torch"]["cuda_available"] is False
 

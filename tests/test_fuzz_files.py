@@ -22,6 +22,7 @@ from conftest import REPO
 from fuzzkit import INPUT_SECONDS, SCALE, SEED, Findings, Mutator, deadline
 from troubleshoot import pipeline, snapshot
 from troubleshoot.engine import conditions
+from troubleshoot.engine.condparse import ConditionError
 from troubleshoot.engine.loader import load_rule_file, load_rule_text
 from troubleshoot.engine.ruleset import load_ruleset
 from troubleshoot.engine.yamldoc import YamlError
@@ -136,7 +137,7 @@ def test_three_hundred_thousand_conditions_parse_or_say_why():
             with deadline(INPUT_SECONDS):
                 try:
                     tree = conditions.parse(src)
-                except (conditions.ConditionError, YamlError):
+                except (ConditionError, YamlError):
                     continue
                 conditions.evaluate(tree, env)
         except Exception as exc:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
+from troubleshoot import usercache
 from troubleshoot.engine import rulecache, ruleset
 from troubleshoot.engine.ruleset import load_ruleset
 
@@ -125,17 +126,18 @@ def test_a_planted_rule_set_runs_no_code(rules_dir):
     d = rules_dir({"team.yaml": RULE.format(id="team-a", symptom="nan-loss", title="a")})
     warm([d])
     (f,) = cache_files()
-    fmt, stamp, data = marshal.loads(f.read_bytes())
+    head, payload = usercache.unpack_entry(f.read_bytes())
+    data = marshal.loads(payload)
     assert data[0] == "D" and data[1] == 0  # a RuleSet, the first of the model's classes
     planted = [pickle.dumps(Boom()), ("D", 10**6, ()), ("D", -1, ()), ("D", 0, ("too", "few")),
                ("D", 1, ("pack", ("P", b"not text"))), ("X", "unknown"), ("D", 1, ("pack", ("P", "/x"))),
                ("N", "not a number"), ("T", ("M", ((("L", ()), 1),)))]
     for blob in planted:
-        f.write_bytes(marshal.dumps((fmt, stamp, blob)))
+        f.write_bytes(usercache.pack_entry(head, marshal.dumps(blob)))
         p = run_cli("rules", "list", "--rules", str(d))
         assert p.returncode == 0 and b"team-a" in p.stdout and b"Traceback" not in p.stderr, blob
         assert not (Path(os.environ["XDG_CACHE_HOME"]) / "PWNED").exists()
-        f.write_bytes(marshal.dumps((fmt, stamp, blob)))
+        f.write_bytes(usercache.pack_entry(head, marshal.dumps(blob)))
         assert load_ruleset([d]).get("team-a") is not None
     f.write_bytes(b"\x00garbage")
     assert load_ruleset([d]).get("team-a") is not None

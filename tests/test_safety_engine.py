@@ -20,7 +20,8 @@ import pytest
 
 from conftest import run_cli
 from troubleshoot import logfiles
-from troubleshoot.engine import loader
+from troubleshoot import usercache
+from troubleshoot.engine import documents, loader
 from troubleshoot.scan import engines as scanner, rewindow
 from troubleshoot.engine.diagnose import interpolate, render_fix, scan_patterns
 from troubleshoot.engine.ruleset import load_ruleset
@@ -497,23 +498,21 @@ def rewrite_keeping_size_and_mtime(path, text: str, renamed: bool) -> None:
 def test_a_rule_file_renamed_over_or_rewritten_in_place_is_read_again(renamed, rules_dir):
     d = rules_dir({"team.yaml": TITLED.format(title="first title")})
     rule = d / "team.yaml"
-    assert "first title" in repr(loader.document(rule))
+    assert "first title" in repr(documents.document(rule))
     rewrite_keeping_size_and_mtime(rule, TITLED.format(title="other title"), renamed)
-    assert "other title" in repr(loader.document(rule))
+    assert "other title" in repr(documents.document(rule))
 
 
 def test_the_file_stamps_of_rule_caches_hold_change_time_inode_and_device(tmp_path):
+    """Every on-disk cache stamps its source files the same way (usercache.file_stamp)."""
+    from troubleshoot.engine import rulecache, ruleset
+
     f = tmp_path / "a.yaml"
     f.write_text("x")
     st = f.stat()
-    for stamp in (loader.file_stamp(f), rulecache_stamp(f)):
+    (whole_set,) = rulecache.key([ruleset.Pack("team", tmp_path)], lambda pack: [f])[-1][-1]
+    for stamp in (usercache.file_stamp(f), whole_set):
         assert {st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev} <= set(stamp)
-
-
-def rulecache_stamp(path):
-    from troubleshoot.engine import rulecache
-
-    return rulecache._stamp(path)
 
 
 def test_an_indented_code_block_quotes_its_values_and_prose_around_it_does_not():

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from troubleshoot.engine import scaffold
-from troubleshoot.engine.loader import check_pattern
+from troubleshoot.engine.patterncheck import check_pattern
 
 # (line as pasted, captures expected, a variant of the same error the pattern must match too)
 LINES = [

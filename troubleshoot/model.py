@@ -5,9 +5,10 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-from troubleshoot.engine.conditions import Node
+if TYPE_CHECKING:
+    from troubleshoot.engine.condtree import Node
 
 SEVERITIES = ("error", "warning", "info")
 

@@ -11,11 +11,12 @@ from typing import Callable, Sequence
 
 import pluggy
 
-from troubleshoot import hookspecs
+from troubleshoot import hookspecs, usercache
 from troubleshoot.errors import TroubleshootError
 
 ENTRY_POINT_GROUP = "troubleshoot"
 BUILTIN = ("troubleshoot.probes.builtin",)
+_ENTRY_POINTS = usercache.Cache("plugins", format=2)
 
 
 @dataclass
@@ -146,40 +147,30 @@ def _load_entry_points(plugins: Plugins) -> None:
 
 def _entry_points() -> list[tuple[str, str]]:
     """(name, value) of the `troubleshoot` entry points. Reading every installed package's
-    metadata is a good part of a cold start, so the list is cached, keyed by the interpreter,
-    its search path and the modification time of each folder on it (installing, upgrading or
-    removing a package changes its folder's)."""
-    import json
-    import os
+    metadata is a good part of a cold start, so the list is cached, stamped with the interpreter,
+    its search path and each folder on it (installing, upgrading or removing a package changes
+    its folder's times)."""
+    import marshal
 
-    from troubleshoot import usercache
-
-    stamp = [sys.executable, sys.version, sys.path[0] if sys.path else None]
     # sys.path[0] is the script's folder or the working directory: it changes all the time and
     # holds no installed package, so only its name counts.
-    for entry in sys.path[1:]:
-        try:
-            stamp.append([entry, os.stat(entry or ".").st_mtime_ns])
-        except OSError:
-            stamp.append([entry, None])
-    import hashlib
-
-    # One file per interpreter and search path: two venvs on one machine must not keep
+    first = sys.path[0] if sys.path else None
+    # One entry per interpreter and search path: two venvs on one machine must not keep
     # overwriting each other's list (each run would then read every package's metadata).
-    name = hashlib.sha256(json.dumps(stamp[:2] + [e for e, _ in stamp[3:]]).encode()).hexdigest()[:16]
-    cache = usercache.cache_dir("plugins") / f"entry-points-{name}.json"
-    blob = usercache.read(cache)
+    key = (sys.executable, sys.version, tuple(sys.path[1:]))
+    stamp = (first, usercache.file_stamps(entry or "." for entry in sys.path[1:]))
+    blob = _ENTRY_POINTS.get(key, stamp)
     try:
-        doc = json.loads(blob) if blob else None
-    except ValueError:
-        doc = None
-    if isinstance(doc, dict) and doc.get("stamp") == stamp and isinstance(doc.get("entry_points"), list):
-        return [(str(n), str(v)) for n, v in doc["entry_points"]]
+        found = marshal.loads(blob) if blob else None
+    except (ValueError, EOFError, TypeError):
+        found = None
+    if isinstance(found, tuple) and all(isinstance(e, tuple) and len(e) == 2 for e in found):
+        return [(str(n), str(v)) for n, v in found]
     from importlib.metadata import entry_points
 
-    found = [(ep.name, ep.value) for ep in entry_points(group=ENTRY_POINT_GROUP)]
-    usercache.write(cache, json.dumps({"stamp": stamp, "entry_points": found}).encode())
-    return found
+    found = tuple((ep.name, ep.value) for ep in entry_points(group=ENTRY_POINT_GROUP))
+    _ENTRY_POINTS.put(key, stamp, marshal.dumps(found))
+    return list(found)
 
 
 def _load(value: str):

@@ -1,16 +1,31 @@
-"""Per-user cache files (compiled scan databases, framework facts): where they live and when one
-may be trusted.
+"""Per-user cache files: where they live, when one may be trusted, and the one entry format
+every on-disk cache of troubleshoot uses (`Cache`).
 
 A cache file is read only when it and its folder belong to this user and nobody else can write
 them: what is in it decides diagnoses (and, for a scan database, is bytes native code reads).
 Anything else is treated as missing, and a write that fails only costs the next run time.
+
+An entry is one file per key in its cache's folder. It starts with a header: the program's
+version, the cache's format version and the stamp of what the entry was made from (the files it
+was read from, with their size, times, inode and device), then the payload's length and CRC. An
+entry whose header differs from the one expected, or that is truncated, damaged or not an entry
+at all, reads as a miss.
 """
 
 from __future__ import annotations
 
+import marshal
 import os
 import stat
+import struct
+import zlib
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable
+
+# The layout of an entry file (bump the digit when it changes): a file without it is foreign.
+_MAGIC = b"\x00troubleshoot-cache-1\n"
+_HEAD_SIZE = struct.Struct("<I")
 
 
 def cache_dir(name: str) -> Path:
@@ -43,11 +58,6 @@ def _owned_private(p: Path) -> bool:
     return untrusted(p) is None
 
 
-def trusted(path: Path) -> bool:
-    """Owned by this user and writable by nobody else (the file and its folder)."""
-    return _owned_private(path.parent) and _owned_private(path)
-
-
 def read(path: Path) -> bytes | None:
     """The file's bytes when it is trusted, else None. The file is opened without following a
     link and checked as opened, so it cannot be swapped between the check and the read."""
@@ -67,15 +77,24 @@ def read(path: Path) -> bytes | None:
 
 
 def write(path: Path, data: bytes) -> None:
-    """Atomically, mode 0600, in a 0700 folder of this user's; never raises."""
+    """Atomically (a temporary file in the same folder, then a rename over `path`), mode 0600,
+    in a 0700 folder of this user's; never raises. A reader sees the old file or the new one,
+    never half of one."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         if not _owned_private(path.parent):
             return
-        from troubleshoot.safeio import atomic_write
+        import secrets
 
-        atomic_write(path, data)
-        os.chmod(path, 0o600)
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
     except Exception:
         pass
 
@@ -108,3 +127,93 @@ def prune(keep: Path, glob: str, most: int) -> None:
             f.unlink()
         except OSError:
             pass
+
+
+# ------------------------------------------------------------------ stamps and entries
+
+def file_stamp(path: Path | str) -> tuple:
+    """What says a file is the one a cache entry was made from; raises OSError. Size and mtime
+    alone miss a file rewritten at the same size with its mtime kept (`cp -p`, `rsync -t`, an
+    editor that restores it): the change time moves on any write and cannot be set back, and a
+    file renamed over the old one has another inode."""
+    st = os.stat(path)
+    return (str(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+
+def file_stamps(paths: Iterable[Path | str]) -> tuple:
+    """`file_stamp` of each path; a file that cannot be read is stamped as missing."""
+    out = []
+    for p in paths:
+        try:
+            out.append(file_stamp(p))
+        except OSError:
+            out.append((str(p), None))
+    return tuple(out)
+
+
+def pack_entry(head: tuple, payload: bytes) -> bytes:
+    """An entry file's bytes: `head` (program version, format, stamp) and `payload`."""
+    meta = marshal.dumps((head, len(payload), zlib.crc32(payload)))
+    return b"".join((_MAGIC, _HEAD_SIZE.pack(len(meta)), meta, payload))
+
+
+def unpack_entry(blob: bytes) -> tuple[tuple, bytes] | None:
+    """(head, payload) of an entry file's bytes; None for one that is foreign, truncated or damaged."""
+    if not blob.startswith(_MAGIC):
+        return None
+    start = len(_MAGIC) + _HEAD_SIZE.size
+    try:
+        (size,) = _HEAD_SIZE.unpack_from(blob, len(_MAGIC))
+        head, length, crc = marshal.loads(blob[start:start + size])
+    except (ValueError, EOFError, TypeError, struct.error):
+        return None
+    payload = blob[start + size:]
+    if type(head) is not tuple or len(payload) != length or zlib.crc32(payload) != crc:
+        return None
+    return head, payload
+
+
+@dataclass(frozen=True)
+class Cache:
+    """One on-disk cache: entries in `cache_dir(folder)`, one file per key, each valid for one
+    program version, `format` of its payload and stamp of its sources. `keep`: how many entries
+    the folder holds at most (the least recently used go first); 0 keeps one per key."""
+
+    folder: str
+    format: int
+    keep: int = 0
+
+    def path(self, key: object) -> Path:
+        """The file of `key` (any value with a stable repr: text, numbers, tuples of them)."""
+        import hashlib
+
+        digest = hashlib.sha256(repr(key).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        return cache_dir(self.folder) / f"{digest}.cache"
+
+    def head(self, stamp: object) -> tuple:
+        from troubleshoot import __version__
+
+        return (__version__, self.format, stamp)
+
+    def get(self, key: object, stamp: object) -> bytes | None:
+        """The payload stored under `key` for exactly `stamp`; None for anything else (no entry,
+        another stamp, version or format, an entry that is not trusted or not whole)."""
+        path = self.path(key)
+        blob = read(path)
+        found = unpack_entry(blob) if blob else None
+        if found is None or found[0] != self.head(stamp):
+            return None
+        if self.keep:
+            used(path)  # in use: the last to be pruned
+        return found[1]
+
+    def put(self, key: object, stamp: object, payload: bytes) -> None:
+        """Store `payload` under `key`; never raises (a stamp marshal cannot hold is not kept)."""
+        try:
+            blob = pack_entry(self.head(stamp), payload)
+        except ValueError:
+            return
+        path = self.path(key)
+        write(path, blob)
+        if self.keep:
+            prune(path, "*.cache", self.keep)

@@ -2,13 +2,14 @@
 (patterns checked, conditions parsed, Xid catalog joined) was a third of a cold start, for a
 result that changes only when a rule file, a shipped table or this code does.
 
-The key is everything the build reads: each pack's name and folder, the stamp (size, mtime,
+The stamp is everything the build reads: each pack's name and folder, the stamp (size, mtime,
 ctime, inode, device) of every file the loader would read in it, the shipped tables, the source
-files of the modules that build rules and of RE2, and the interpreter. One cache file per set of
-packs and interpreter (two venvs, or a team folder given or not, do not overwrite each other's).
+files of the modules that build rules and of RE2, and the interpreter. One cache entry per set
+of packs and interpreter (two venvs, or a team folder given or not, do not overwrite each
+other's), in the per-user cache (usercache.Cache).
 
-The rule set is stored as marshal of plain tuples, like each file's YAML (loader), never as a
-pickle: reading it back makes instances of the rule model's own dataclasses (`model_classes`, by
+The rule set is stored as marshal of plain tuples, like each file's YAML (documents), never as a
+pickle: reading it back makes instances of the rule model's own dataclasses (`classes`, by
 position) and sets only their declared fields, so a cache file, already trusted only when it is
 this user's and private (usercache), can neither run code nor change a class.
 """
@@ -16,122 +17,92 @@ this user's and private (usercache), can neither run code nor change a class.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import marshal
-import os
 import sys
 from pathlib import Path, PurePath
 from typing import Sequence
 
-FORMAT = 2
+from troubleshoot import usercache
+
+FORMAT = 3
 KEEP = 8  # rule sets kept (sets of packs: with and without a team folder, per venv...)
-
-
-def _stamp(path: Path) -> tuple | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+CACHE = usercache.Cache("rulesets", format=FORMAT, keep=KEEP)
 
 
 def code_stamps() -> list:
     """The source of every module that takes part in building rules (a changed loader, model or
     parser makes every cached rule set stale, even at the same version)."""
     engine = Path(__file__).resolve().parent
-    files = sorted(engine.glob("*.py")) + [engine.parent / "model.py", engine.parent / "errors.py"]
+    package = engine.parent
+    files = sorted(engine.glob("*.py")) + [package / "model.py", package / "errors.py", package / "values.py"]
     re2 = sys.modules.get("re2")  # `matches` regexes are checked by RE2 while rules build
     for module in (re2, getattr(re2, "_re2", None)):
         if getattr(module, "__file__", None):
             files.append(Path(module.__file__))
-    return [(str(f), _stamp(f)) for f in files]
+    return list(usercache.file_stamps(files))
 
 
-def key(packs: Sequence, files_of, also: Sequence[Path] = ()) -> str:
-    """What the build of `packs` reads: `files_of(pack)` lists the files the loader reads in
-    one; `also`, files it reads whatever the packs (the shipped tables)."""
-    from troubleshoot import __version__
-
-    parts: list = [FORMAT, __version__, sys.version, sys.executable, code_stamps(),
-                   [(str(f), _stamp(f)) for f in also]]
+def key(packs: Sequence, files_of, also: Sequence[Path] = ()) -> tuple:
+    """The stamp of what the build of `packs` reads: `files_of(pack)` lists the files the loader
+    reads in one; `also`, files it reads whatever the packs (the shipped tables)."""
+    parts: list = [sys.version, sys.executable, code_stamps(), usercache.file_stamps(also)]
     for pack in packs:
         path = Path(pack.path)
-        parts.append((pack.name, str(path), path.is_dir(), [(str(f), _stamp(f)) for f in files_of(pack)]))
-    return repr(parts)
+        parts.append((pack.name, str(path), path.is_dir(), usercache.file_stamps(files_of(pack))))
+    return tuple(parts)
 
 
-def _cache_path(packs: Sequence) -> Path:
-    from troubleshoot import usercache
-
-    name = repr([sys.executable, [(p.name, str(p.path)) for p in packs]])
-    return usercache.cache_dir("rulesets") / (hashlib.sha256(name.encode()).hexdigest()[:24] + ".cache")
+def _slot(packs: Sequence) -> tuple:
+    """One entry per set of packs and interpreter."""
+    return (sys.executable, tuple((p.name, str(p.path)) for p in packs))
 
 
-def load(packs: Sequence, stamp: str):
-    """The cached rule set of these packs if it was built from exactly `stamp`, else None."""
-    from troubleshoot import usercache
-
-    path = _cache_path(packs)
-    blob = usercache.read(path)
-    if not blob:
+def load(packs: Sequence, stamp: tuple, own: tuple[type, ...]):
+    """The cached rule set of these packs if it was built from exactly `stamp`, else None.
+    `own`: the rule set's class and its pack's (see `classes`)."""
+    blob = CACHE.get(_slot(packs), stamp)
+    if blob is None:
         return None
     try:
-        fmt, saved, data = marshal.loads(blob)
-    except (ValueError, EOFError, TypeError):
+        found = _Decoder(classes(own)).decode(marshal.loads(blob))
+    except (ValueError, EOFError, TypeError, IndexError, KeyError, RecursionError):  # a damaged cache is a missing one
         return None
-    if fmt != FORMAT or saved != stamp:
-        return None
-    from troubleshoot.engine.ruleset import RuleSet
-
-    try:
-        found = _Decoder().decode(data)
-    except (ValueError, TypeError, IndexError, KeyError, RecursionError):  # a damaged cache is a missing one
-        return None
-    if not isinstance(found, RuleSet):
-        return None
-    usercache.used(path)  # in use: the last to be pruned
-    return found
+    return found if isinstance(found, own[0]) else None
 
 
-def save(packs: Sequence, stamp: str, ruleset) -> None:
+def save(packs: Sequence, stamp: tuple, ruleset, own: tuple[type, ...]) -> None:
     """Never raises: a rule set that cannot be kept only costs the next run its build."""
-    from troubleshoot import usercache
-
     try:
-        data = marshal.dumps((FORMAT, stamp, _encode(ruleset)))
+        data = marshal.dumps(_Encoder(classes(own)).encode(ruleset))
     except (TypeError, ValueError, RecursionError):  # something the codec does not know: not kept
         return
-    path = _cache_path(packs)
-    usercache.write(path, data)
-    usercache.prune(path, "*.cache", KEEP)  # each rule set is 0.7 MB
+    CACHE.put(_slot(packs), stamp, data)  # each rule set is 0.7 MB: the folder keeps KEEP of them
 
 
 # ------------------------------------------------------------------ the codec
 
-def model_classes() -> tuple[type, ...]:
-    """The dataclasses a rule set is made of; a cache names each by its position here."""
+def classes(own: tuple[type, ...]) -> tuple[type, ...]:
+    """The dataclasses a rule set is made of: `own` (the rule set's and its pack's, given by the
+    module that defines them), then the rule model's and the condition tree's. A cache names each
+    by its position here."""
     from troubleshoot import model
-    from troubleshoot.engine import conditions, ruleset
+    from troubleshoot.engine import condtree
 
-    return (ruleset.RuleSet, ruleset.Pack, model.Rule, model.Origin, model.LogPattern, model.Condition,
-            model.ContextNote, model.FixRef, model.Examples, conditions.Lit, conditions.ListLit, conditions.Path,
-            conditions.BinOp, conditions.Not, conditions.Neg, conditions.Call, conditions.Quant)
-
-
-def _encode(ruleset) -> tuple:
-    return _Encoder().encode(ruleset)
+    return (*own, model.Rule, model.Origin, model.LogPattern, model.Condition, model.ContextNote, model.FixRef,
+            model.Examples, condtree.Lit, condtree.ListLit, condtree.Path, condtree.BinOp, condtree.Not,
+            condtree.Neg, condtree.Call, condtree.Quant)
 
 
 class _Codec:
     """The classes both directions know: the model's dataclasses by position, with their field
     names, and the few other values a rule set holds."""
 
-    def __init__(self):
-        from troubleshoot.engine.conditions import NumLit
-        from troubleshoot.values import Version
+    def __init__(self, classes: tuple[type, ...]):
+        from troubleshoot.engine.condtree import NumLit
         from troubleshoot.errors import Problem
+        from troubleshoot.values import Version
 
-        self.classes = model_classes()
+        self.classes = classes
         self.fields = [tuple(f.name for f in dataclasses.fields(c)) for c in self.classes]
         self.NumLit, self.Version, self.Problem = NumLit, Version, Problem
 
@@ -139,8 +110,8 @@ class _Codec:
 class _Encoder(_Codec):
     """Plain values as themselves; everything else a tuple whose first item says what it is."""
 
-    def __init__(self):
-        super().__init__()
+    def __init__(self, classes: tuple[type, ...]):
+        super().__init__(classes)
         self.dataclass = {c: (i, self.fields[i]) for i, c in enumerate(self.classes)}
 
     def encode(self, obj):

@@ -15,9 +15,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from troubleshoot.engine import conditions as _cond
-from troubleshoot.engine import loader, rulecache
-from troubleshoot.engine.loader import CHECKED, load_rule_file, load_taxonomy, load_team_symptoms
+from troubleshoot.engine import conditions, rulecache
 from troubleshoot.errors import Problem
 from troubleshoot.model import Origin, Rule
 
@@ -123,17 +121,19 @@ def load_ruleset(extra_dirs: list[str | Path] = (), include_shipped: bool = True
     # is cached with it, what came before (the config file's) is not.
     # The shipped tables are read whatever the packs (team rules name shipped symptoms and Xids).
     stamp = rulecache.key(packs, _files_read, also=[shipped / name for name in DATA_FILES])
-    cached = rulecache.load(packs, stamp)
+    cached = rulecache.load(packs, stamp, _OWN_CLASSES)
     if cached is not None:
         cached.problems[:0] = problems
         return cached
-    parsed = loader.PARSED
-    ruleset = _build(packs, load_taxonomy(shipped / TAXONOMY_FILE))
-    if loader.PARSED == parsed:
+    # Here, not at the top: a run whose rule set comes from the cache never imports the loader.
+    from troubleshoot.engine.symptoms import load_taxonomy
+
+    ruleset, parsed = _build(packs, load_taxonomy(shipped / TAXONOMY_FILE))
+    if not parsed:
         # Kept only once every file's YAML came from its cache: a first run (a new machine, an
         # edited file) already pays for parsing, and most runs right after an edit are the
         # user's next edit's.
-        rulecache.save(packs, stamp, ruleset)
+        rulecache.save(packs, stamp, ruleset, _OWN_CLASSES)
     ruleset.problems[:0] = problems
     return ruleset
 
@@ -149,8 +149,15 @@ def _files_read(pack: Pack) -> list[Path]:
     return files
 
 
-def _build(packs: list[Pack], taxonomy: dict[str, str]) -> RuleSet:
+def _build(packs: list[Pack], taxonomy: dict[str, str]) -> tuple[RuleSet, bool]:
+    """The rule set of `packs`, and whether a rule file's YAML had to be parsed (it was not in
+    the cache)."""
+    from troubleshoot.engine.loader import load_rule_file
+    from troubleshoot.engine.patterncheck import save_checked
+    from troubleshoot.engine.symptoms import load_team_symptoms
+
     problems: list[Problem] = []
+    parsed = False
 
     # Team symptom ids first: a rule may use an id from any folder's symptoms.yaml.
     taxonomy = dict(taxonomy)
@@ -175,6 +182,7 @@ def _build(packs: list[Pack], taxonomy: dict[str, str]) -> RuleSet:
         seen_in_pack: dict[str, Origin] = {}
         for f in rule_files(pack.path):
             rf = load_rule_file(f, pack.name, taxonomy)
+            parsed = parsed or rf.parsed
             problems += rf.problems
             disables += [(rid, Origin(str(f), ln, pack.name)) for rid, ln in rf.disable]
             for rule in rf.rules:
@@ -194,9 +202,9 @@ def _build(packs: list[Pack], taxonomy: dict[str, str]) -> RuleSet:
             problems.append(Problem(origin.path, origin.line, f"disable names unknown rule id {rid!r}", level="warning"))
     rules = list(effective.values())
     problems += _set_problems(rules)
-    CHECKED.save()
-    return RuleSet(rules=rules, taxonomy=taxonomy, problems=problems, packs=packs,
-                   overridden=overridden, disabled=disabled, symptom_origins=symptom_origins)
+    save_checked()
+    return RuleSet(rules=rules, taxonomy=taxonomy, problems=problems, packs=packs, overridden=overridden,
+                   disabled=disabled, symptom_origins=symptom_origins), parsed
 
 
 def _set_problems(rules: list[Rule]) -> list[Problem]:
@@ -213,5 +221,9 @@ def _set_problems(rules: list[Rule]) -> list[Problem]:
 def fact_paths(rule: Rule) -> list[str]:
     out: list[str] = []
     for c in rule.facts:
-        out += [p for p in _cond.paths(c.tree) if p not in out]
+        out += [p for p in conditions.paths(c.tree) if p not in out]
     return out
+
+
+# What a cached rule set is made of besides the rule model (rulecache.classes).
+_OWN_CLASSES = (RuleSet, Pack)

@@ -10,15 +10,22 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING
 
-from troubleshoot.engine.lazy import lazy_module
-
-# Imported when a document is parsed: runs whose rule files and tables come from the cache never
-# load PyYAML.
-yaml = lazy_module("yaml")
+if TYPE_CHECKING:
+    import yaml
 
 
-def _loader():
+def _yaml() -> ModuleType:
+    """PyYAML, imported when a document is parsed: runs whose rule files and tables come from
+    the cache never load it."""
+    import yaml
+
+    return yaml
+
+
+def _loader(yaml: ModuleType):
     # The C loader when PyYAML was built with libyaml; never an unsafe constructor.
     return getattr(yaml, "CSafeLoader", None) or yaml.SafeLoader
 
@@ -64,9 +71,10 @@ class LList(list):
 
 def load(text: str) -> tuple[object, list[Trap]]:
     """Parse one YAML document; return its value and the traps found in it."""
+    yaml = _yaml()
     try:
-        _check_size(text)
-        node = yaml.compose(text, Loader=_loader())
+        _check_size(text, yaml)
+        node = yaml.compose(text, Loader=_loader(yaml))
     except yaml.MarkedYAMLError as exc:
         # For an unfinished construct (an unclosed bracket or quote, a key without its colon)
         # the context mark is where it began: that is the line to fix. In a block mapping or
@@ -87,34 +95,18 @@ def load(text: str) -> tuple[object, list[Trap]]:
         raise YamlError(None, f"invalid YAML: {exc}") from None
     except UnicodeEncodeError as exc:  # text decoded with surrogateescape (a command-line argument)
         raise YamlError(None, f"not UTF-8 text ({exc.reason} at character {exc.start})") from None
-    builder = _Builder()
+    builder = _Builder(yaml)
     if node is None:
         return None, []
     return builder.build(node, 0), builder.traps
 
 
-def load_data_file(path, what: str) -> object:
-    """The data of a shipped YAML table (taxonomy, Xid catalog), parsed once per change of the
-    file (cached like a rule file, in its own folder). Such a file must load: an unreadable or
-    broken one is a TroubleshootError naming the file and line."""
-    from troubleshoot.engine.loader import document
-    from troubleshoot.errors import TroubleshootError
-
-    kind, payload = document(path, "tables")
-    if kind != "ok":
-        line, message = payload[0]
-        if line is None:
-            raise TroubleshootError(f"cannot read {what} {path}: {message}")
-        raise TroubleshootError(f"{path}:{line}: {message}")
-    return decode(payload[0])
-
-
-def _check_size(text: str) -> None:
+def _check_size(text: str, yaml: ModuleType) -> None:
     """Count nodes and nesting from the parser's event stream before anything is composed: a
     huge or deep document is refused at the line where it crosses the limit, without building
     a tree of millions of nodes first."""
     nodes = depth = 0
-    for event in yaml.parse(text, Loader=_loader()):
+    for event in yaml.parse(text, Loader=_loader(yaml)):
         if isinstance(event, (yaml.ScalarEvent, yaml.AliasEvent)):
             nodes += 1
         elif isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
@@ -159,9 +151,10 @@ def decode(value):
 
 
 class _Builder:
-    def __init__(self) -> None:
+    def __init__(self, yaml: ModuleType) -> None:
         self.traps: list[Trap] = []
         self.nodes = 0
+        self.mapping, self.sequence = yaml.MappingNode, yaml.SequenceNode
 
     def build(self, node: yaml.Node, depth: int):
         self.nodes += 1
@@ -170,7 +163,7 @@ class _Builder:
             raise YamlError(line, f"document too large or aliases expand too far (over {MAX_NODES} nodes)")
         if depth > MAX_DEPTH:
             raise YamlError(line, f"nesting deeper than {MAX_DEPTH} levels")
-        if isinstance(node, yaml.MappingNode):
+        if isinstance(node, self.mapping):
             out = LDict()
             out.line, out.key_lines = line, {}
             for key_node, value_node in node.value:
@@ -187,7 +180,7 @@ class _Builder:
                 out[key] = self.build(value_node, depth + 1)
                 out.key_lines[key] = kline
             return out
-        if isinstance(node, yaml.SequenceNode):
+        if isinstance(node, self.sequence):
             out_l = LList()
             out_l.line, out_l.item_lines = line, []
             for item in node.value:

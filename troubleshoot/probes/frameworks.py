@@ -244,15 +244,17 @@ def _cache_key(ctx: ProbeContext, quick: dict) -> str:
 def probe(ctx: ProbeContext) -> dict:
     from troubleshoot import usercache
 
+    # One entry per interpreter and machine state (the key says both); the least used go first.
+    cache = usercache.Cache("frameworks", format=1, keep=16)
     quick, _ = _child(ctx, QUICK_SCRIPT, QUICK_TIMEOUT)
-    path = None
+    key = None
     if quick is not None and not any(quick.get(k) for k in FRAMEWORKS):
         # Nothing installed: the quick look is the whole answer.
         return {"available": True, "python": quick.get("python"), "python_version": quick.get("python_version"),
                 "torch": None, "tensorflow": None, "jax": None, "cached": False}
     if quick is not None:
-        path = usercache.cache_dir("frameworks") / f"{_cache_key(ctx, quick)}.json"
-        blob = usercache.read(path)
+        key = _cache_key(ctx, quick)
+        blob = cache.get(key, stamp=None)
         if blob is not None:
             try:
                 facts = json.loads(blob)
@@ -267,8 +269,8 @@ def probe(ctx: ProbeContext) -> dict:
                 "jax": None}
     facts["available"] = True
     facts["cached"] = False
-    if path is not None and _consistent(quick, facts):
-        usercache.write(path, json.dumps(facts, sort_keys=True).encode())
+    if key is not None and _consistent(quick, facts):
+        cache.put(key, None, json.dumps(facts, sort_keys=True).encode())
     return facts
 
 

@@ -6,9 +6,10 @@ literals at once.
 A database is only a prefilter: it proposes lines, and the scanner verifies each with the
 pattern's own regex. So a prefilter form may match more than its pattern, never less.
 
-The cache lives under `$XDG_CACHE_HOME/troubleshoot/hyperscan/`. Deserialising a database is
-native code reading bytes, so a file is used only when it and its folder belong to this user
-and nobody else can write them; otherwise the database is compiled in memory.
+The cache is the per-user one (usercache.Cache, under `$XDG_CACHE_HOME/troubleshoot/hyperscan/`).
+Deserialising a database is native code reading bytes, so a file is used only when it and its
+folder belong to this user and nobody else can write them; otherwise the database is compiled
+in memory.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 from troubleshoot import usercache
 
@@ -41,8 +41,9 @@ def _flags(single: bool) -> int:
 # Databases kept (0.7 MB each for the shipped rules): a rule set scanned from files and from
 # pipes has two (see database(defer=...)), and rulecache keeps 8 rule sets.
 KEEP = 16
-# Part of the cache key: bump it whenever prefilter.py changes what it makes of a pattern.
+# The cache's format: bump it whenever prefilter.py changes what it makes of a pattern.
 FORMS_VERSION = 7
+CACHE = usercache.Cache("hyperscan", format=FORMS_VERSION, keep=KEEP)
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,6 @@ class Database:
 
 def _key(sources: list[str], single: frozenset[int], defer: tuple[tuple[int, ...], ...] = ()) -> str:
     h = hashlib.sha256()
-    h.update(f"hs {getattr(_hs, '__version__', '?')} {os.uname().machine} forms {FORMS_VERSION}\n".encode())
     h.update(repr(defer).encode())
     for i, s in enumerate(sources):
         h.update(b"1" if i in single else b"0")
@@ -121,32 +121,35 @@ def _load(blob: bytes) -> Database | None:
         return None
 
 
+def _stamp() -> tuple:
+    """A database is read back only by the hyperscan version and machine that wrote it."""
+    return (str(getattr(_hs, "__version__", "?")), os.uname().machine)
+
+
 @functools.lru_cache(maxsize=8)
 def _database_cached(key: str, sources: tuple[str, ...], single: frozenset[int], compile_if_missing: bool,
                      defer: tuple[tuple[int, ...], ...] = ()):
-    path = usercache.cache_dir("hyperscan") / f"{key}.hsdb"
-    blob = usercache.read(path)
+    blob = CACHE.get(key, _stamp())
     if blob is not None:
         found = _load(blob)
         if found is not None:
-            usercache.used(path)  # in use: the last to be pruned
             return found
     if not compile_if_missing:
         return None
     found = _build(sources, single, defer)
     if found is not None:
-        _save(path, found)
+        _save(key, found)
     return found
 
 
-def _save(path: Path, found: Database) -> None:
+def _save(key: str, found: Database) -> None:
     try:
         meta = {"rejected": sorted(found.rejected), "shared": {str(k): v for k, v in found.shared.items()},
                 "deferred": sorted(found.deferred)}
-        usercache.write(path, json.dumps(meta).encode() + b"\n" + _hs.dumpb(found.db))
-        usercache.prune(path, "*.hsdb", KEEP)
+        blob = json.dumps(meta).encode() + b"\n" + _hs.dumpb(found.db)
     except Exception:
-        pass  # a database hyperscan cannot serialise only costs the next run a compile
+        return  # a database hyperscan cannot serialise only costs the next run a compile
+    CACHE.put(key, _stamp(), blob)
 
 
 def database(sources: list[str], compile_if_missing: bool = True,

@@ -1,0 +1,98 @@
+"""The tree a condition parses into, and the values of the condition language that Python
+lacks: UNKNOWN (a fact nobody measured) and a number that remembers how it was written."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# The longest text literal a rule file may write (a `matches` pattern is one).
+MAX_STRING = 1000
+
+
+class _Unknown:
+    _instance = None
+
+    def __new__(cls):
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "unknown"
+
+    def __bool__(self) -> bool:  # an unknown must never be mistaken for true
+        return False
+
+
+UNKNOWN = _Unknown()
+
+
+class NumLit(float):
+    """A numeric literal that remembers how it was written, for version comparisons."""
+
+    text: str
+
+    def __new__(cls, text: str):
+        obj = super().__new__(cls, float(text))
+        obj.text = text
+        return obj
+
+
+@dataclass(frozen=True)
+class Node:
+    pass
+
+
+@dataclass(frozen=True)
+class Lit(Node):
+    value: Any
+
+
+@dataclass(frozen=True)
+class ListLit(Node):
+    items: tuple
+
+
+@dataclass(frozen=True)
+class Path(Node):
+    parts: tuple  # str keys and int indices
+
+    @property
+    def dotted(self) -> str:
+        out = ""
+        for p in self.parts:
+            out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else p)
+        return out
+
+
+@dataclass(frozen=True)
+class BinOp(Node):
+    op: str
+    left: Node
+    right: Node
+
+
+@dataclass(frozen=True)
+class Not(Node):
+    operand: Node
+
+
+@dataclass(frozen=True)
+class Neg(Node):
+    operand: Node
+
+
+@dataclass(frozen=True)
+class Call(Node):
+    name: str
+    args: tuple
+
+
+@dataclass(frozen=True)
+class Quant(Node):
+    kind: str
+    var: str
+    seq: Node
+    body: Node
+
