@@ -53,17 +53,15 @@ def _gpu_facts(snapshot, pci: str | None) -> dict:
 
 def _first_action(xid: int | None, action: str | None, gpu: dict) -> tuple[str, str]:
     """(action, where it came from)."""
-    from troubleshoot.engine.xid import load_catalog
+    from troubleshoot.engine import gpufaults
 
-    catalog = load_catalog()
-    code = gpu.get("recovery_action")
-    nvml = catalog.recovery_action(code) if isinstance(code, int) and not isinstance(code, bool) and code else None
+    nvml = gpufaults.nvml_recovery(gpu.get("recovery_action"))
     if nvml:
         return nvml[1], f"NVML reports recovery action {nvml[0]!r} for this GPU"
     if action:
         return action, "the diagnosis's action"
     if xid is not None:
-        v = catalog.verdict(xid)
+        v = gpufaults.verdict(xid)
         if v is not None:
             return v.action, f"NVIDIA's Xid catalog, immediate action for Xid {xid} ({v.name})"
     return "restart-app", "no Xid given: the least drastic step first"
@@ -231,7 +229,7 @@ class GpuFault(Fixer):
                              undo=("systemctl", "start", u)) for u in held]
         steps.append(RunCommand(("nvidia-smi", "--gpu-reset", *target), why=f"reset {gpu}", needs_root=True))
         steps += [RunCommand(("systemctl", "start", u), why=f"start {u} again", needs_root=True) for u in held]
-        steps.append(Advice(f"If the reset fails (\"in use\" or \"not supported\"), ask again: the next step is a reboot."))
+        steps.append(Advice("If the reset fails (\"in use\" or \"not supported\"), ask again: the next step is a reboot."))
         return steps, Verify(f"{gpu} answers NVML after the reset", argv=("nvidia-smi", "-q", *target))
 
 

@@ -13,10 +13,11 @@ import pytest
 
 from conftest import REPO, run_cli
 from fakes.nvsmi import FakeNVML
-from troubleshoot import pipeline
+from troubleshoot import pipeline, snapshot
+from troubleshoot.engine import gpufaults
 from troubleshoot.engine.ruleset import load_ruleset
 from troubleshoot.probes import kernel, nvml, services
-from troubleshoot.probes.base import CmdResult, ProbeContext
+from troubleshoot.probes.base import CmdResult, Probe, ProbeContext
 
 MACHINES = REPO / "tests" / "fixtures" / "machines"
 BASE = json.loads((REPO / "tests" / "fixtures" / "snapshots" / "base.json").read_text())
@@ -56,9 +57,14 @@ def kinds(pl: dict) -> list[str]:
 
 # ------------------------------------------------------------------ events in time
 
+def judged(events: list[dict]) -> list[dict]:
+    """The events with the engine's verdict fields, as diagnoses and written snapshots see them."""
+    return gpufaults.with_verdicts({"kernel": {"xid_events": events}})["kernel"]["xid_events"]
+
+
 def test_xid_events_carry_time_and_whether_they_are_current():
     events = kernel.parse_xids(XID79)
-    assert [(e["code"], e["current"], e["action"], e["symptom"]) for e in events] == [
+    assert [(e["code"], e["current"], e["action"], e["symptom"]) for e in judged(events)] == [
         (79, True, "reboot", "gpu-hardware-fault")]
     events = kernel.parse_xids(XID79 + RELOAD)
     assert [e["current"] for e in events] == [False]
@@ -71,6 +77,15 @@ def test_xid_events_carry_time_and_whether_they_are_current():
     # the GPU initialised again (reset) after the fault: only later faults on it count
     reset = "Oct 30 10:12:01 pc kernel: NVRM: GPU at PCI:0000:03:00: GPU-44ec53bd-277c-984f-fa9f-cded30fbfd5d\n"
     assert [e["current"] for e in kernel.parse_xids(XID79 + reset)] == [False]
+
+
+def test_the_probe_stores_the_logged_event_and_the_machine_snapshot_carries_the_engines_verdict(tmp_path):
+    events = kernel.parse_xids(XID79)
+    assert events and not set(gpufaults.VERDICT_FIELDS) & set(events[0])
+    runner, which = replay({"dmesg": XID79})
+    snap = snapshot.run_probes([Probe("kernel", kernel.probe)], ProbeContext(root=tmp_path, runner=runner, which=which))
+    assert [(e["code"], e["pci"], e["symptom"], e["action"]) for e in snap["kernel"]["xid_events"]] == [
+        (79, "0000:03:00", "gpu-hardware-fault", "reboot")]
 
 
 def test_a_fault_from_before_the_last_driver_load_is_not_current(shipped):
@@ -274,7 +289,7 @@ def test_gpud_xid_119_fixture_in_time(shipped):
     events = kernel.parse_xids(text)
     assert [e["code"] for e in events] == [119] * 5
     assert events[0]["time"] == "2025-02-23T16:24:18" and events[-1]["time"] == "2025-02-23T16:30:13"
-    assert all(e["current"] and e["action"] == "reset-gpu" for e in events)
+    assert all(e["current"] and e["action"] == "reset-gpu" for e in judged(events))
     d = pipeline.run(None, ruleset=shipped, log_text=text).diagnoses[0]
     assert (d.symptom, d.action, d.xid["code"], d.xid["pci"]) == ("gpu-hardware-fault", "reset-gpu", 119, "0000:9b:00")
     assert d.count == 5

@@ -8,6 +8,7 @@ import pytest
 from conftest import REPO, run_cli
 from troubleshoot import snapshot
 from troubleshoot.errors import TroubleshootError
+from troubleshoot.schemas.factpaths import documented_paths
 
 BASE = json.loads((REPO / "tests" / "fixtures" / "snapshots" / "base.json").read_text())
 OOM_LOG = REPO / "examples" / "logs" / "cuda-oom.log"
@@ -101,6 +102,36 @@ def test_huge_or_deep_snapshot_is_refused_cleanly(tmp_path):
         snapshot.load(path)
 
 
+XID79_LINE = "NVRM: Xid (PCI:0000:68:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
+
+
+def test_verdicts_an_older_snapshot_holds_are_recomputed_and_diagnose_the_same(tmp_path):
+    from troubleshoot import pipeline
+    from troubleshoot.engine.ruleset import load_ruleset
+
+    raw = {"code": 79, "pci": "0000:68:00", "pid": None, "process": None, "message": "GPU has fallen off the bus.",
+           "line": XID79_LINE, "uptime_s": None, "time": None, "current": True}
+    written = {
+        "raw events": raw,
+        "with the probe's verdict": {**raw, "symptom": "gpu-hardware-fault", "action": "reboot"},
+        "with a stale verdict": {**raw, "symptom": "illegal-memory-access", "action": "ignore"},
+        "before time and verdicts": {k: raw[k] for k in ("code", "pci", "pid", "process", "message", "line")},
+    }
+    ruleset = load_ruleset(use_config=False)
+    found = {}
+    for name, event in written.items():
+        snap = json.loads(json.dumps(BASE))
+        snap["kernel"]["xid_events"] = [event]
+        path = tmp_path / "snap.json"
+        path.write_text(json.dumps(snap))
+        facts = snapshot.load(path).facts
+        e = facts["kernel"]["xid_events"][0]
+        assert (e["current"], e["symptom"], e["action"]) == (True, "gpu-hardware-fault", "reboot"), name
+        found[name] = [(d.rule.id, d.action, d.confidence) for d in pipeline.run(None, ruleset=ruleset, facts=facts).diagnoses]
+    assert found["raw events"][0] == ("kernel-xid-reboot-probe", "reboot", 0.95)
+    assert all(ds == found["raw events"] for ds in found.values()), found
+
+
 def test_redaction_is_stable_and_keeps_diagnoses(tmp_path):
     snap = json.loads(json.dumps(BASE))
     snap["env"]["MASTER_ADDR"] = "10.1.2.3"
@@ -134,7 +165,7 @@ def test_cli_redact_flag(tmp_path):
 
 def test_docs_list_every_fact():
     doc = (REPO / "docs" / "snapshot.md").read_text()
-    missing = [p for p in snapshot.documented_paths()
+    missing = [p for p in documented_paths()
                if p not in ("schema", "collected_at", "redacted", "probes") and not p.endswith("[]")
                and f"`{p}`" not in doc]
     assert missing == []

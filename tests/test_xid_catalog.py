@@ -17,6 +17,7 @@ import yaml
 from conftest import REPO
 from troubleshoot import pipeline
 from troubleshoot.engine.ruleset import load_ruleset
+from troubleshoot.engine.gpufaults import verdict
 from troubleshoot.engine.xid import load_catalog
 from troubleshoot.report import jsonfmt, text
 
@@ -51,6 +52,9 @@ def test_catalog_has_every_code_and_consistent_vocabulary():
         assert cat.buckets[cat.xids[code].immediate] == action, code
     assert {cat.xids[c].cls for c in (13, 31, 43)} == {"application"}
     assert cat.classes["application"] == "illegal-memory-access"
+    # the codes that need their line or the rest of the log, named by the catalog's own data
+    assert cat.decoded == frozenset(range(144, 151))
+    assert cat.follows_other == {45} and cat.recovery_changes == {154}
 
 
 # (line, symptom, action): one line per catalog class, from public logs and fixtures.
@@ -106,22 +110,21 @@ def test_each_catalog_class_in_every_log_format(line, symptom, action, shipped):
 
 
 def test_nvlink5_lines_are_decoded_by_the_catalog_table(shipped):
-    cat = load_catalog()
     # gpud fixtures (kmsg_test.go): NETIR link-down on a GB200, subcode bits 20-25 of IntrInfo
     fatal = "NVRM: Xid (PCI:0008:01:00): 149, NETIR_LINK_EVT  Fatal   XC0 i0 Link 01 (0x021425c6 0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)"
-    v = cat.verdict(149, fatal)
+    v = verdict(149, fatal)
     assert (v.action, v.severity) == ("reset-gpu", "error") and "decoded" in v.detail
     # same unit, non-fatal rows of the table: SAW_MVB status 0x1 is IGNORE / Non-fatal
     nonfatal = "NVRM: Xid (PCI:0000:04:00): 144, SAW_MVB Nonfatal XC0 i0 Link 00 (0x00000001 0x00000001 0x00000000 0x00000000)"
-    v = cat.verdict(144, nonfatal)
+    v = verdict(144, nonfatal)
     assert v.action == "ignore" and v.severity == "info"
     d = top(fatal, shipped)
     assert (d.symptom, d.action, d.severity) == ("gpu-hardware-fault", "reset-gpu", "error")
     d = top(nonfatal, shipped)
     assert d.action == "ignore" and d.severity != "error"
     # a unit the table lacks falls back to the line's own Fatal/Nonfatal word
-    assert cat.verdict(145, "NVRM: Xid (PCI:0000:5f:00): 145, RLW_REMAP Nonfatal XC0 i0 Link 02").action == "ignore"
-    assert cat.verdict(149, "NVRM: Xid (PCI:0019:01:00): 149, NETIR Fatal XC0 i0 Link -1").action == "reset-gpu"
+    assert verdict(145, "NVRM: Xid (PCI:0000:5f:00): 145, RLW_REMAP Nonfatal XC0 i0 Link 02").action == "ignore"
+    assert verdict(149, "NVRM: Xid (PCI:0019:01:00): 149, NETIR Fatal XC0 i0 Link -1").action == "reset-gpu"
 
 
 def test_xid_154_takes_the_named_recovery_action(shipped):

@@ -168,7 +168,8 @@ class CommandContext:
         after half a second."""
         from pathlib import Path
 
-        from troubleshoot.probes.base import ProbeContext, run_probes
+        from troubleshoot.probes.base import ProbeContext
+        from troubleshoot.snapshot import run_probes
 
         probes = [p for p in self.probes() if names is None or p.name in names]
         ctx = ProbeContext()

@@ -13,19 +13,24 @@ objects the schema does not bound get MAX_ITEMS).
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import hmac
 import json
 import re
 import secrets
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.probes.base import SNAPSHOT_SCHEMA
+from troubleshoot.schemas import schema
+from troubleshoot.schemas.factpaths import FREE_AREAS
+
+if TYPE_CHECKING:
+    from threading import Event
+
+    from troubleshoot.probes.base import Probe, ProbeContext, ProbeOutcome
 
 # A real snapshot is tens of kB (one with 16 GPUs and 200 Xid events: about 150 kB); the caps
 # leave plugins plenty of room while keeping a hostile file from costing minutes and gigabytes.
@@ -33,13 +38,6 @@ MAX_SNAPSHOT_BYTES = 4 << 20
 MAX_ITEMS = 10_000  # entries of one list, keys of one object, where the schema sets no bound
 MAX_VALUES = 250_000  # values in the whole snapshot
 MAX_WARNINGS = 20  # per snapshot; the rest are counted
-FREE_AREAS = {"env", "probes"}  # mappings whose keys are data, not schema
-
-
-@functools.lru_cache(maxsize=1)
-def schema() -> dict:
-    text = resources.files("troubleshoot.schemas").joinpath("snapshot.schema.json").read_text(encoding="utf-8")
-    return json.loads(text)
 
 
 @dataclass
@@ -95,7 +93,7 @@ def check(data: Any, name: str = "snapshot") -> Loaded:
     facts = cleaner.clean(data, schema(), "", 0)
     if cleaner.unsaid:
         warnings.append(f"{name}: ... and {cleaner.unsaid} more problems like these")
-    _derive(facts)
+    facts = complete(facts)
     for area in ("nvml", "kernel", "cuda", "frameworks", "docker", "io"):
         if area not in facts:
             warnings.append(f"{name}: no '{area}' facts; rules that need them cannot fire")
@@ -106,8 +104,27 @@ _TYPES = {"object": dict, "array": list, "string": str, "integer": int, "number"
           "null": type(None)}
 
 
-def _derive(facts: dict) -> None:
-    """Facts that newer probes derive, filled in for snapshots saved before they existed."""
+def run_probes(probes: Sequence[Probe], ctx: ProbeContext | None = None,
+               on_result: Callable[[ProbeOutcome], None] | None = None, cancel: Event | None = None) -> dict:
+    """This machine's snapshot: what the probes read (probes.base.run_probes, same arguments),
+    completed with what is derived from it, as a loaded snapshot is."""
+    from troubleshoot.probes import base
+
+    return complete(base.run_probes(probes, ctx, on_result, cancel=cancel))
+
+
+def complete(facts: dict) -> dict:
+    """`facts` with what is derived from the facts read: each Xid event's verdict (the engine's,
+    from its code and line; a verdict the snapshot holds is never read), and for snapshots saved
+    before newer probes existed, what those probes add."""
+    from troubleshoot.engine.gpufaults import with_verdicts
+
+    _fill_older(facts)
+    return dict(with_verdicts(facts))
+
+
+def _fill_older(facts: dict) -> None:
+    """Facts that newer probes record, filled in for snapshots saved before they existed."""
     cuda = facts.get("cuda")
     if isinstance(cuda, dict) and "versions" not in cuda and isinstance(cuda.get("libraries"), list):
         from troubleshoot.probes.cuda import versions
@@ -115,13 +132,10 @@ def _derive(facts: dict) -> None:
         cuda["versions"] = versions([lib for lib in cuda["libraries"] if isinstance(lib, dict) and lib.get("name")])
     events = (facts.get("kernel") or {}).get("xid_events") if isinstance(facts.get("kernel"), dict) else None
     for e in events if isinstance(events, list) else ():
-        # Xid events saved before they carried time and the catalog's verdict: current (nothing
-        # says otherwise), and the verdict from their line
+        # Xid events saved before they carried time and a verdict: current, since nothing says
+        # otherwise (a probe that wrote verdicts wrote `current` too)
         if isinstance(e, dict) and isinstance(e.get("code"), int) and "action" not in e:
-            from troubleshoot.probes.kernel import verdict
-
             e.setdefault("current", True)
-            e["symptom"], e["action"] = verdict(e["code"], e.get("line") or "")
 
 
 def _type_ok(value, types) -> bool:
@@ -244,17 +258,6 @@ def _short(value) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def valid_node_name(name: object) -> bool:
-    """A host or scheduler node name that is safe as one argument of scontrol, srun or kubectl:
-    letters, digits, '.', '_' and '-', not starting with '-' (no option, no host list)."""
-    return isinstance(name, str) and re.fullmatch(_node_pattern(), name) is not None
-
-
-@functools.lru_cache(maxsize=1)
-def _node_pattern() -> str:
-    return schema()["properties"]["node"]["properties"]["slurm_node"]["pattern"]
-
-
 def save(facts: dict, path: str | Path) -> None:
     """Write atomically, so an interrupted save never leaves half a snapshot."""
     from troubleshoot.safeio import atomic_write
@@ -264,34 +267,6 @@ def save(facts: dict, path: str | Path) -> None:
         atomic_write(p, (json.dumps(facts, indent=2, sort_keys=False, default=str) + "\n").encode("utf-8"))
     except OSError as exc:
         raise TroubleshootError(f"cannot write snapshot {p}: {exc.strerror or exc}") from None
-
-
-# ---------------------------------------------------------------- facts catalogue (for lint)
-
-def _schema_paths(sch: dict, prefix: str = ""):
-    """(dotted path, sub-schema) for every node of the schema, lists written as `[]`."""
-    yield prefix, sch
-    for k, sub in sch.get("properties", {}).items():
-        yield from _schema_paths(sub, f"{prefix}.{k}" if prefix else k)
-    if "items" in sch:
-        yield from _schema_paths(sch["items"], prefix + "[]")
-
-
-@functools.lru_cache(maxsize=1)
-def documented_paths() -> frozenset[str]:
-    """Every documented fact path, lists written as `[]`: `nvml.gpus[].temperature_c`."""
-    return frozenset(path for path, _ in _schema_paths(schema()) if path)
-
-
-def open_paths() -> frozenset[str]:
-    """Objects whose keys are free (env vars, daemon.json, error maps): any path below is fine."""
-    return frozenset(FREE_AREAS) | frozenset(
-        path for path, sub in _schema_paths(schema())
-        if path and sub.get("additionalProperties") is not False and "object" in _as_list(sub.get("type")))
-
-
-def _as_list(t) -> list:
-    return [t] if isinstance(t, str) else list(t or [])
 
 
 # ---------------------------------------------------------------- redaction

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Iterable, Mapping
 
-from troubleshoot.engine import cmdquote, conditions
+from troubleshoot.engine import cmdquote, conditions, gpufaults
 from troubleshoot.scan import ScanPattern, ScanResult, series_view
 from troubleshoot.model import SEVERITIES, Diagnosis, Evidence, Fix, Rule
 from troubleshoot.textsafe import markdown_inline
@@ -96,6 +96,11 @@ class RuleTrace:
 
 def trace_rule(rule: Rule, scan: ScanResult | None, facts: Mapping | None) -> RuleTrace:
     """Evaluate one rule against a scan and facts, recording the outcome of each part."""
+    return _trace(rule, scan, gpufaults.with_verdicts(facts))
+
+
+def _trace(rule: Rule, scan: ScanResult | None, facts: Mapping | None) -> RuleTrace:
+    """`trace_rule` on facts whose verdicts (Xid events') are already computed."""
     log_hits = scan.get(rule.id, LOG_ROLE) if scan else None
     captures = dict(log_hits.captures) if log_hits else {}
     withs = []
@@ -160,7 +165,8 @@ def diagnose(rules: Iterable[Rule], scan: ScanResult | None, facts: Mapping | No
 def fired(rules: Iterable[Rule], scan: ScanResult | None, facts: Mapping | None = None) -> list[Diagnosis]:
     """The fired rules as diagnoses (refined ones dropped), not yet related or ranked: what
     several sources' results are merged from before ranking them together."""
-    traces = [trace_rule(r, scan, facts) for r in rules]
+    facts = gpufaults.with_verdicts(facts)
+    traces = [_trace(r, scan, facts) for r in rules]
     hits = [t for t in traces if t.fired]
     by_id = {t.rule.id: t.rule for t in hits}
     refined: set[str] = set()
@@ -180,36 +186,7 @@ def fired(rules: Iterable[Rule], scan: ScanResult | None, facts: Mapping | None 
             diagnoses += _xid_diagnoses(t, scan, facts, covered.get(t.rule.id, set()), codes)
         else:
             diagnoses.append(_diagnosis(t, facts))
-    return _follow_xid_154(diagnoses)
-
-
-def _action_rank(action: str | None) -> int:
-    return ACTION_ORDER.index(action) if action in ACTION_ORDER else -1
-
-
-def _follow_xid_154(diagnoses: list[Diagnosis]) -> list[Diagnosis]:
-    """Xid 154 is about another Xid (the catalog: "informational only regarding another Xid"): on a
-    GPU that logged the fault too, the fault leads, taking 154's action when that is more drastic,
-    and the 154 diagnosis ranks after it."""
-    def gpu(d: Diagnosis) -> str:
-        return (d.xid or {}).get("pci") or ""
-
-    changes = {gpu(d): d for d in diagnoses if d.xid and d.xid.get("code") == 154}
-    if not changes:
-        return diagnoses
-    faults = {gpu(d) for d in diagnoses if d.xid and d.xid.get("code") not in (45, 154)}
-    out = []
-    for d in diagnoses:
-        code = (d.xid or {}).get("code")
-        change = changes.get(gpu(d))
-        if code == 154 and gpu(d) in faults:
-            d = replace(d, downstream_of_found=(d.symptom,),
-                        notes=d.notes + ("follows the Xid logged before it on the same GPU",))
-        elif change is not None and code not in (None, 45, 154) and _action_rank(change.action) > _action_rank(d.action):
-            d = replace(d, action=change.action,
-                        notes=d.notes + (f"Xid 154 on the same GPU asks for {change.action}",))
-        out.append(d)
-    return out
+    return gpufaults.follow_recovery_changes(diagnoses)
 
 
 def _parts(t: RuleTrace, scan: ScanResult | None) -> set[str]:
@@ -217,41 +194,22 @@ def _parts(t: RuleTrace, scan: ScanResult | None) -> set[str]:
     return {c for c in hits.parts if c} if hits else set()
 
 
-# Most drastic last: when one code's lines disagree (NVLink5 units), the most drastic action wins.
-ACTION_ORDER = ("ignore", "restart-app", "check-mechanicals", "restart-fabric-manager", "drain-p2p", "reset-gpu",
-                "recover-imex-domain", "reboot", "contact-support")
-
-
 def _xid_diagnoses(t: RuleTrace, scan: ScanResult, facts: Mapping | None, skip: set[str],
                    codes: tuple[int, ...]) -> list[Diagnosis]:
-    """One diagnosis per Xid code of a catalog rule, with the catalog's symptom, severity and action."""
-    from troubleshoot.engine.xid import load_catalog
-
-    catalog = load_catalog()
+    """One diagnosis per Xid code of a catalog rule, with the verdict's symptom, severity and action."""
     hits = scan.get(t.rule.id, LOG_ROLE)
-    nvswitch = _nvswitch(facts)
     out = []
     for code, part in (hits.parts.items() if hits else ()):
         if code in skip:
             continue
         sub = replace(t, log_lines=tuple(part.lines), log_count=part.count, capped=part.capped,
                       captures=dict(part.captures))
-        verdicts = [catalog.verdict(int(code), h.text, codes, nvswitch) for h in part.lines] if code.isdigit() else []
-        verdicts = [v for v in verdicts if v is not None]
-        if not verdicts:
-            d = _diagnosis(sub, facts)
-            out.append(d)
+        v = (gpufaults.log_verdict(int(code), [h.text for h in part.lines], codes, facts, sub.captures.get("pci"))
+             if code.isdigit() else None)
+        if v is None:
+            out.append(_diagnosis(sub, facts))
             continue
-        if int(code) == 154:
-            v = verdicts[-1]  # the latest change is the one in force
-        else:
-            v = max(verdicts, key=lambda v: (ACTION_ORDER.index(v.action) if v.action in ACTION_ORDER else 0))
-        nvml = _nvml_recovery(facts, sub.captures.get("pci"))
-        if nvml and nvml[1] != v.action:
-            v = replace(v, action=nvml[1], detail=(v.detail + "; " if v.detail else "")
-                        + f"NVML's recovery action for this GPU is {nvml[0]!r} (preferred over the log)")
-        extra = {"action": v.action, "xid_name": v.name, "xid_description": catalog.xids[v.code].description,
-                 "action_text": catalog.action_text(v.action), "xid_class": v.cls}
+        extra = gpufaults.catalog_words(v)
         rule = replace(t.rule, symptom=v.symptom, severity=v.severity,
                        title=interpolate(t.rule.title, {**sub.captures, **extra}, facts))
         d = _diagnosis(replace(sub, rule=rule), facts, extra)
@@ -259,26 +217,6 @@ def _xid_diagnoses(t: RuleTrace, scan: ScanResult, facts: Mapping | None, skip: 
         out.append(replace(d, action=v.action, notes=notes,
                            xid={"code": v.code, "pci": sub.captures.get("pci"), "name": v.name}))
     return out
-
-
-def _nvml_recovery(facts: Mapping | None, pci: str | None) -> tuple[str, str] | None:
-    """(name, action) of NVML's GPU recovery action for the GPU at `pci`, when the facts have one."""
-    from troubleshoot.engine.xid import load_catalog
-
-    if not pci or not facts:
-        return None
-    want = pci.lower().split(".")[0][-7:]
-    for g in ((facts.get("nvml") or {}).get("gpus") or []):
-        bus = str(g.get("pci_bus_id") or "").lower().split(".")[0]
-        if bus and bus.endswith(want) and g.get("recovery_action"):
-            return load_catalog().recovery_action(g["recovery_action"])
-    return None
-
-
-def _nvswitch(facts: Mapping | None) -> bool:
-    """Whether the facts show an NVSwitch fabric (Fabric Manager present or NVSwitches seen)."""
-    fm = (facts or {}).get("fabric_manager") or {}
-    return bool(isinstance(fm, Mapping) and (fm.get("nvswitch_count") or fm.get("installed")))
 
 
 def _diagnosis(t: RuleTrace, facts: Mapping | None, extra: Mapping[str, str] | None = None) -> Diagnosis:

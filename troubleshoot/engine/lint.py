@@ -8,6 +8,7 @@ from troubleshoot.engine import conditions
 from troubleshoot.scan.backtrack import superlinear
 from troubleshoot.engine.ruleset import RuleSet
 from troubleshoot.errors import Problem
+from troubleshoot.schemas.factpaths import documented_paths, open_paths
 
 SERIES_KEYS = {"first", "last", "min", "max", "samples", "rises", "falls", "recent_first", "recent_rises",
                "recent_falls", "trend"}
@@ -83,9 +84,7 @@ def lint(ruleset: RuleSet, extra_areas: frozenset[str] = frozenset(), fixers: di
 
 
 def _fact_problems(rule, extra_areas: frozenset[str]) -> list[Problem]:
-    from troubleshoot import snapshot
-
-    documented, open_ = snapshot.documented_paths(), snapshot.open_paths()
+    documented, open_ = documented_paths(), open_paths()
     captures = set(rule.captures)
     out = []
     conds = ([(c.tree, c.line) for c in rule.facts] + [(c.tree, c.line) for c in rule.where]

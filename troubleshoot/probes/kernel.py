@@ -1,10 +1,11 @@
 """Kernel: GPU modules loaded, nouveau blacklisting, NVIDIA module version, Xid events in time.
 
-Each Xid event carries when it happened (seconds since boot, and wall time when the log or the
-boot time gives it) and whether it is `current`: logged after the last driver load and after the
-GPU was last (re)initialised, so a fault fixed yesterday stops driving diagnoses today. Events
-also carry the Xid catalog's verdict (symptom, action): the catalog is shipped data, like the
-taxonomy, and this keeps rules on facts free of copied code lists.
+Each Xid event is what the kernel logged: the code, the GPU's PCI address, the process, the text
+after the code and the whole line, when it happened (seconds since boot, and wall time when the
+log or the boot time gives it), and whether it is `current`: logged after the last driver load
+and after the GPU was last (re)initialised, so a fault fixed yesterday stops driving diagnoses
+today. What an event means and what to do about it is the engine's (engine/gpufaults.py), from
+the code and the line.
 """
 
 from __future__ import annotations
@@ -80,16 +81,6 @@ def _when(line: str, boot: datetime | None) -> tuple[float | None, str | None]:
     return uptime, wall
 
 
-def verdict(code: int, line: str) -> tuple[str | None, str | None]:
-    try:
-        from troubleshoot.engine.xid import load_catalog
-
-        v = load_catalog().verdict(code, line)
-    except Exception:  # a probe never raises: a broken catalog only loses the verdict
-        return None, None
-    return (v.symptom, v.action) if v else (None, None)
-
-
 def _module_version(text: str) -> str | None:
     # "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023"
     # "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.124.06  Release Build ..."
@@ -146,8 +137,8 @@ def _same_device(a: str, b: str) -> bool:
 
 
 def parse_xids(text: str, boot: datetime | None = None) -> list[dict]:
-    """Xid events from kernel log text: code, PCI address, process and message, when, whether
-    current, and the catalog's verdict, in order.
+    """Xid events from kernel log text, in order: code, PCI address, process and message, the
+    line, when, and whether current.
 
     "fallen off the bus" without an Xid line (newer drivers print it over several lines,
     naming the GPU on the first) counts as Xid 79 on the GPU last named."""
@@ -168,7 +159,6 @@ def parse_xids(text: str, boot: datetime | None = None) -> list[dict]:
             pid = m.group("pid")
             code = int(m.group("code"))
             uptime, wall = _when(line, boot)
-            symptom, action = verdict(code, line)
             events.append({
                 "code": code,
                 "pci": m.group("pci"),
@@ -179,8 +169,6 @@ def parse_xids(text: str, boot: datetime | None = None) -> list[dict]:
                 "uptime_s": uptime,
                 "time": wall,
                 "current": True,
-                "symptom": symptom,
-                "action": action,
             })
             last_pci = m.group("pci")
             continue
@@ -193,8 +181,7 @@ def parse_xids(text: str, boot: datetime | None = None) -> list[dict]:
             if prev and prev["code"] == 79 and pci and _same_device(prev["pci"], pci):
                 continue  # the driver's second line about the same Xid 79
             uptime, wall = _when(line, boot)
-            symptom, action = verdict(79, line)
             events.append({"code": 79, "pci": pci, "pid": None, "process": None,
                            "message": "GPU has fallen off the bus", "line": line.strip()[:300],
-                           "uptime_s": uptime, "time": wall, "current": True, "symptom": symptom, "action": action})
+                           "uptime_s": uptime, "time": wall, "current": True})
     return events[-MAX_XID_EVENTS:]

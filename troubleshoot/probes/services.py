@@ -8,6 +8,7 @@ import re
 import socket
 
 from troubleshoot.probes.base import ProbeContext
+from troubleshoot.schemas.nodenames import valid_node_name
 
 GPU_SERVICES = ("nvidia-persistenced", "nvidia-dcgm", "dcgm", "nvidia-fabricmanager", "nvidia-imex")
 FM_UNIT = "nvidia-fabricmanager"
@@ -75,8 +76,6 @@ def _process_running(ctx: ProbeContext, name: str) -> bool:
 
 
 def node(ctx: ProbeContext) -> dict:
-    from troubleshoot.snapshot import valid_node_name
-
     out: dict = {"available": True, "hostname": socket.gethostname()}
     out["gpu_services"] = {u: _unit_state(ctx, u) for u in GPU_SERVICES}
     slurm = None
