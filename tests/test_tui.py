@@ -490,3 +490,33 @@ async def test_quit_stops_a_scan_between_chunks(tmp_path, monkeypatch):
         assert asyncio.get_running_loop().time() < loop_end, "the scan did not stop"
         await asyncio.sleep(0.01)
     assert app.result is None  # it stopped: no diagnosis of a half-read log
+
+
+# ------------------------------------------------------------------ the tabs render the views
+
+@pytest.mark.asyncio
+async def test_undo_of_an_undone_fix_says_so_without_asking():
+    from troubleshoot.fixes import journal
+
+    eid = "20261129-120000-set-env-0a1b"
+    folder = journal.state_dir() / eid
+    (folder / "backups").mkdir(parents=True)
+    journal.Entry(folder, {"schema": journal.SCHEMA, "id": eid, "fixer": "set-env", "params": {}, "root": None,
+                           "started": "2026-11-29T12:00:00+00:00", "status": "undone", "steps": []}).save()
+    app = TroubleshootApp(probe=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("h")
+        await wait_for(pilot, lambda: app.query_one("#history-table").row_count == 1)
+        await pilot.press("u")
+        await wait_for(pilot, lambda: any("already undone" in str(n.message) for n in app._notifications))
+        assert not isinstance(app.screen, ConfirmScreen)
+
+
+@pytest.mark.asyncio
+async def test_facts_read_from_pasted_state_say_so_in_the_machine_tab():
+    app = TroubleshootApp(log=str(REPO / "tests" / "fixtures" / "pasted" / "lsmod-nouveau.txt"), probe=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: any(d.rule.id == "nouveau-loaded-facts" for d in app.diagnoses))
+        await pilot.press("m")
+        shown = str(app.query_one("#machine-facts").render())
+        assert "★ kernel.modules.nouveau = true   (nouveau-loaded-facts, from the state pasted in the log)" in shown

@@ -10,9 +10,9 @@ import shlex
 import sys
 from typing import TYPE_CHECKING
 
+from troubleshoot.console import format_help
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.textsafe import terminal_safe
-from troubleshoot.console import format_help
 
 if TYPE_CHECKING:
     from troubleshoot.context import CommandContext
@@ -249,22 +249,14 @@ def _print_undo(eid: str, res) -> None:
 
 def cmd_history(args, ctx: CommandContext) -> int:
     from troubleshoot.fixes import journal
+    from troubleshoot.report.views import history_view
 
-    rows = []
-    for eid, e in journal.entries():
-        if isinstance(e, str):
-            rows.append({"id": eid, "status": "corrupt", "error": e})
-        else:
-            d = e.data
-            rows.append({"id": eid, "fixer": d.get("fixer"), "title": d.get("title"), "status": d.get("status"),
-                         "started": d.get("started"), "root": d.get("root"), "params": d.get("params"),
-                         "verify": d.get("verify"), "rung": d.get("rung")})
+    views = [history_view(eid, e) for eid, e in journal.entries()]
     if args.format == "json":
-        print(json.dumps({"schema": 1, "history": rows}, indent=2, default=str))
+        print(json.dumps({"schema": 1, "history": [v.record for v in views]}, indent=2, default=str))
         return 0
-    if not rows:
+    if not views:
         print("No fixes applied yet.")
-    for r in rows:
-        where = f" under {r['root']}" if r.get("root") else ""
-        print(terminal_safe(f"{r['id']:<52} {r['status']:<13} {r.get('title') or r.get('error')}{where}", False))
+    for v in views:  # a corrupt journal's title says why it is not trusted
+        print(f"{v.id:<52} {v.status:<13} {v.title}" + (f" under {v.root}" if v.root else ""))
     return 0

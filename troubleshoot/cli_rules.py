@@ -82,22 +82,20 @@ def _rules_patterns(ruleset, syntax: str) -> int:
 def _rules_list(ruleset, fmt: str) -> int:
     import json
 
-    rows = []
-    for r in sorted(ruleset.rules, key=lambda r: (r.symptom, r.id)):
-        rows.append({"id": r.id, "symptom": r.symptom, "severity": r.severity, "title": r.title,
-                     "pack": r.origin.pack, "path": r.origin.path, "line": r.origin.line,
-                     "overrides": [str(o) for o in ruleset.overridden.get(r.id, [])]})
+    from troubleshoot.report.views import rule_view
+
+    rules = sorted(ruleset.rules, key=lambda r: (r.symptom, r.id))
+    views = [rule_view(r, ruleset.overridden.get(r.id, [])) for r in rules]
     if fmt == "json":
         disabled = {k: str(v) for k, v in ruleset.disabled.items()}
-        print(json.dumps({"schema": 1, "rules": rows, "disabled": disabled}, indent=2))
+        print(json.dumps({"schema": 1, "rules": [v.record for v in views], "disabled": disabled}, indent=2))
         return 0
-    for row in rows:
-        extra = f" (overrides {', '.join(row['overrides'])})" if row["overrides"] else ""
-        print(terminal_safe(f"{row['id']:<44} {row['symptom']:<26} {row['severity']:<8} {row['pack']}:"
-                            f"{os.path.basename(row['path'])}:{row['line']}{extra}", keep_newlines=False))
+    for v in views:
+        extra = f" (overrides {', '.join(v.overrides)})" if v.overrides else ""
+        print(f"{v.id:<44} {v.symptom:<26} {v.severity:<8} {v.pack}:{os.path.basename(v.path)}:{v.line}{extra}")
     for rid, origin in ruleset.disabled.items():
         print(terminal_safe(f"{rid:<44} disabled by {origin}", keep_newlines=False))
-    print(plural(len(rows), "rule"), file=sys.stderr)
+    print(plural(len(views), "rule"), file=sys.stderr)
     return 0
 
 
@@ -121,51 +119,45 @@ def _rules_symptoms(ruleset, fmt: str) -> int:
 
 
 def _rules_show(ctx: CommandContext, rule_id: str) -> int:
-    r = ctx.rule(rule_id)
-    out = [f"{r.id}  ({r.origin}, pack {r.origin.pack})", f"  symptom:    {r.symptom}", f"  title:      {r.title}",
-           f"  severity:   {r.severity}", f"  confidence: {r.confidence}"]
-    if r.downstream_of:
-        out.append(f"  downstream of: {', '.join(r.downstream_of)}")
-    if r.refines:
-        out.append(f"  refines:    {', '.join(r.refines)}")
-    for label, pats in (("log", r.log), ("with_log", r.with_log), ("without_log", r.without_log)):
-        for p in pats:
-            out.append(f"  {label}: {p.source}")
-    for c in r.facts:
-        out.append(f"  facts: {c.source}")
-    out.append("")
-    out += ["  " + ln for ln in r.explain.splitlines()]
-    if r.fixes:
-        out += ["", "  fixes:"]
-    for f in r.fixes:
-        out.append(f"  - {f.fixer}" + (f": {f.title}" if f.title else ""))
-        out += _param_lines(f.params, "      ")
-    if r.references:
-        out += ["", "  references:"]
-    out += [f"  - {ref}" for ref in r.references]
-    out.append(f"  examples: {len(r.examples.match)} match, {len(r.examples.no_match)} no_match")
-    print(terminal_safe("\n".join(out)))  # rule files are data, like logs
+    from troubleshoot.report.views import rule_view
+
+    print("\n".join(show_lines(rule_view(ctx.rule(rule_id)))))
     return 0
 
 
-def _param_lines(params: dict, indent: str) -> list[str]:
-    """`name: value` per parameter; a multi-line text as an indented block, other values as JSON."""
-    import json
-
-    out = []
-    for k, v in params.items():
-        if isinstance(v, str) and "\n" in v.strip():
-            out.append(f"{indent}{k}: |")
-            out += [f"{indent}  {ln}" for ln in v.strip().splitlines()]
-        else:
-            out.append(f"{indent}{k}: {v if isinstance(v, str) else json.dumps(v)}")
+def show_lines(v) -> list[str]:
+    """`rules show`: the rule as its file defines it, placeholders and all (report.views.RuleView)."""
+    out = [f"{v.id}  ({v.origin}, pack {v.pack})", f"  symptom:    {v.symptom}", f"  title:      {v.title}",
+           f"  severity:   {v.severity}", f"  confidence: {v.confidence}"]
+    if v.downstream_of:
+        out.append(f"  downstream of: {', '.join(v.downstream_of)}")
+    if v.refines:
+        out.append(f"  refines:    {', '.join(v.refines)}")
+    out += [f"  {label}: {source}" for label, source in v.patterns]
+    out += [f"  facts: {source}" for source in v.facts]
+    out.append("")
+    out += ["  " + ln for ln in v.explain.splitlines()]
+    if v.fixes:
+        out += ["", "  fixes:"]
+    for f in v.fixes:
+        out.append(f"  - {f.fixer}" + (f": {f.title}" if f.title else ""))
+        for k, value in f.params:  # a multi-line text as an indented block
+            if "\n" in value.strip():
+                out.append(f"      {k}: |")
+                out += [f"        {ln}" for ln in value.strip().splitlines()]
+            else:
+                out.append(f"      {k}: {value}")
+    if v.references:
+        out += ["", "  references:"]
+    out += [f"  - {ref}" for ref in v.references]
+    matching = sum(1 for kind, _ in v.examples if kind == "must match")
+    out.append(f"  examples: {matching} match, {len(v.examples) - matching} no_match")
     return out
 
 
 def cmd_why(args, ctx: CommandContext) -> int:
     """How one rule did or did not fire on one log (a file or stdin) and the --snapshot's facts."""
     from troubleshoot import pipeline
-
     from troubleshoot.sources import LogSource, check_readable
 
     rule = ctx.rule(args.id)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from troubleshoot.report.jsonfmt import SCHEMA, diagnosis_dict
+from troubleshoot.report.views import diagnosis_view
 from troubleshoot.textsafe import terminal_safe
 
 
@@ -15,7 +16,7 @@ def render_text(res, colour: bool = False) -> str:
     rows = []
     for node in res.nodes:
         items = [f"{f.kind}: {f.text}" for f in res.findings if f.node == node]
-        items += [f"{d.severity}: {d.symptom} ({d.rule.id})" for d in res.per_node.get(node, [])]
+        items += [f"{v.severity}: {v.symptom} ({v.rule})" for v in map(diagnosis_view, res.per_node.get(node, []))]
         rows.append((node, items or ["ok"]))
     width = max([len("NODE")] + [len(n) for n, _ in rows])
     out.append(f"{'NODE':<{width}}  FINDINGS")
@@ -30,11 +31,9 @@ def render_text(res, colour: bool = False) -> str:
                        + terminal_safe(", ".join(nodes), False))
     if res.job:
         out += ["", "The job's logs, first failure first:"]
-        for d in res.job[:8]:
-            from troubleshoot.engine.merge import who
-
-            tag = "consequence" if d.downstream_of_found else "cause"
-            out.append(f"  [{d.severity}] {d.symptom} ({d.rule.id}) on {terminal_safe(who(d), False)} ({tag})")
+        for v in map(diagnosis_view, res.job[:8]):
+            tag = "consequence" if v.consequence else "cause"
+            out.append(f"  [{v.severity}] {v.symptom} ({v.rule}) on {v.who} ({tag})")
     clean = sum(1 for node, items in rows if items == ["ok"])
     out += ["", f"{len(res.nodes)} nodes, {clean} without findings"]
     return "\n".join(out) + "\n"

@@ -2,15 +2,19 @@
 
 Log lines, snapshot values, titles and file names are data: each is written so that it shows as
 it is (escaped, in a code span, or in a fenced block that none of its lines can close), and the
-whole report is terminal-safe. The explanations and advice are the rules' own Markdown."""
+whole report is terminal-safe. The explanations and advice are the rules' own Markdown. It renders
+report.views.DiagnosisView objects, as the text report and the TUI do."""
 
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-from troubleshoot.model import Diagnosis, Evidence, Fix
-from troubleshoot.textsafe import markdown_code, markdown_fence, markdown_literal, terminal_safe
+from troubleshoot.report.views import DiagnosisView, EvidenceView, FixView, diagnosis_view
+from troubleshoot.textsafe import markdown_code, markdown_fence, markdown_literal
+
+if TYPE_CHECKING:
+    from troubleshoot.model import Diagnosis
 
 _PLAIN_URL = re.compile(r"https?://[^\s<>`\\]+")
 
@@ -20,55 +24,53 @@ def render(diagnoses: Sequence[Diagnosis], source: str = "log") -> str:
     if not diagnoses:
         out.append("No known problem found.\n")
         return "\n".join(out)
+    views = [diagnosis_view(d) for d in diagnoses]
     out.append("| # | severity | symptom | diagnosis | confidence | lines |")
     out.append("|---|---|---|---|---|---|")
-    for i, d in enumerate(diagnoses, 1):
-        lines = f"{d.first_line}-{d.last_line} ({d.count})" if d.count else "facts"
-        out.append(f"| {i} | {markdown_literal(d.severity)} | {markdown_code(d.symptom)} | {markdown_literal(d.title)} "
-                   f"| {d.confidence:.2f} | {lines} |")
+    for i, v in enumerate(views, 1):
+        lines = f"{v.first_line}-{v.last_line} ({v.count})" if v.count else "facts"
+        out.append(f"| {i} | {markdown_literal(v.severity)} | {markdown_code(v.symptom)} | {markdown_literal(v.title)} "
+                   f"| {v.confidence:.2f} | {lines} |")
     out.append("")
-    for i, d in enumerate(diagnoses, 1):
-        out += _section(i, d)
+    for i, v in enumerate(views, 1):
+        out += _section(i, v)
     return "\n".join(out)
 
 
-def _section(i: int, d: Diagnosis) -> list[str]:
-    out = [f"## {i}. {markdown_literal(d.title)}\n",
-           f"{markdown_code(d.severity)} · symptom {markdown_code(d.symptom)} · rule {markdown_code(d.rule.id)} "
-           f"· confidence {d.confidence:.2f}\n"]
-    if d.action:
-        from troubleshoot.report.text import action_line
-
-        out.append(f"**{markdown_literal(action_line(d))}**\n")
-    out += [f"> {markdown_literal(note)}\n" for note in d.notes]
+def _section(i: int, v: DiagnosisView) -> list[str]:
+    out = [f"## {i}. {markdown_literal(v.title)}\n",
+           f"{markdown_code(v.severity)} · symptom {markdown_code(v.symptom)} · rule {markdown_code(v.rule)} "
+           f"· confidence {v.confidence:.2f}\n"]
+    if v.action:
+        out.append(f"**{markdown_literal(v.action)}**\n")
+    out += [f"> {markdown_literal(note)}\n" for note in v.notes]
     out.append("**Evidence**\n")
-    out.append(markdown_fence("\n".join(_evidence_line(e) for e in d.evidence)) + "\n")
-    out.append(terminal_safe(d.explain) + "\n")
-    out += _fixes(d.fixes)
-    if d.rule.references:
+    out.append(markdown_fence("\n".join(_evidence_line(e) for e in v.evidence)) + "\n")
+    out.append(v.explain + "\n")
+    out += _fixes(v.fixes)
+    if v.references:
         out.append("**References**\n")
-        out += [f"- {_reference(r)}" for r in d.rule.references]
+        out += [f"- {_reference(r)}" for r in v.references]
         out.append("")
     return out
 
 
-def _evidence_line(e: Evidence) -> str:
+def _evidence_line(e: EvidenceView) -> str:
     """One line per piece of evidence, whatever newlines a snapshot value holds."""
-    text = terminal_safe(e.text, keep_newlines=False)
-    return f"{e.line:>7} | {text}" if e.source == "log" else f"   fact | {text}"
+    return f"{e.line:>7} | {e.text}" if e.source == "log" else f"   fact | {e.text}"
 
 
-def _fixes(fixes: Sequence[Fix]) -> list[str]:
+def _fixes(fixes: Sequence[FixView]) -> list[str]:
     if not fixes:
         return []
     out = ["**Fixes**\n"]
     for f in fixes:
-        params = ", ".join(markdown_code(f"{k}={v}") for k, v in f.params.items() if k != "text")
+        params = ", ".join(markdown_code(f"{k}={value}") for k, value in f.params)
         params = "; " + params if params else ""
-        out.append(f"- {markdown_literal(f.title or f.fixer)} ({markdown_code(f.fixer)}{params})")
-        if isinstance(f.params.get("text"), str):  # the rule's advice: Markdown of its own
+        out.append(f"- {markdown_literal(f.title)} ({markdown_code(f.fixer)}{params})")
+        if f.advice:  # the rule's advice: Markdown of its own
             out.append("")
-            out += ["  " + ln for ln in terminal_safe(f.params["text"]).strip().splitlines()]
+            out += ["  " + ln for ln in f.advice.splitlines()]
     out.append("")
     return out
 

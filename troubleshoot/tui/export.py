@@ -4,10 +4,36 @@ log line holding ``` stays inside). The whole report is terminal-safe: it is rea
 
 from __future__ import annotations
 
-from typing import Sequence
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
 
-from troubleshoot.model import Diagnosis
 from troubleshoot.textsafe import markdown_fence, terminal_safe
+
+if TYPE_CHECKING:
+    from textual.app import App
+
+    from troubleshoot.model import Diagnosis
+
+
+def default_path() -> str:
+    """What the export screen offers: a new file in the current folder, named by the time."""
+    return str(Path(f"troubleshoot-report-{time.strftime('%Y%m%d-%H%M%S')}.md").resolve())
+
+
+def save(app: App, path: str, diagnoses: Sequence[Diagnosis], source: str, facts: dict | None,
+         with_log: bool) -> None:
+    """Write the report to `path` (the export screen checked it) and say so, or say why not."""
+    from troubleshoot import safeio
+
+    body = report_markdown(diagnoses, source, facts, with_log)
+    shown = terminal_safe(path, keep_newlines=False)
+    try:
+        safeio.atomic_write(path, body.encode())
+    except OSError as exc:
+        app.notify(f"cannot write {shown}: {exc.strerror or exc}", severity="error", markup=False)
+        return
+    app.notify(f"Report saved to {shown}", title="Export", timeout=8, markup=False)
 
 
 def report_markdown(diagnoses: Sequence[Diagnosis], source: str, facts: dict | None, with_log: bool) -> str:
@@ -25,8 +51,9 @@ def report_markdown(diagnoses: Sequence[Diagnosis], source: str, facts: dict | N
 
 def log_excerpt(diagnoses: Sequence[Diagnosis]) -> str:
     """The log lines the first three diagnoses quote, once each."""
+    from troubleshoot.report.views import diagnosis_view
+
     lines: list[str] = []
-    for d in diagnoses[:3]:
-        lines += [f"{e.line:>7} | {terminal_safe(e.text, keep_newlines=False)}"
-                  for e in d.evidence if e.source == "log"]
+    for v in map(diagnosis_view, diagnoses[:3]):
+        lines += [f"{e.line:>7} | {e.text}" for e in v.evidence if e.source == "log"]
     return "\n".join(dict.fromkeys(lines))

@@ -1,8 +1,8 @@
 """The fleet view: a node list next to the findings and diagnoses of the selected node.
 
-Opened by `troubleshoot fleet diagnose DIR --format tui`; it renders a `FleetResult` and holds no
-diagnosis logic. Text from snapshots and logs is shown as plain text (never markup) with control
-characters made visible.
+Opened by `troubleshoot fleet diagnose DIR --format tui`; it renders a `FleetResult` (each
+diagnosis through its report.views.DiagnosisView) and holds no diagnosis logic. Text from
+snapshots and logs is shown as plain text (never markup) with control characters made visible.
 """
 
 from __future__ import annotations
@@ -42,16 +42,18 @@ def node_detail(res, node: str) -> Text:
             out.append(f"  {f.kind.upper():<8}", style="magenta")
             out.append(terminal_safe(f.text, False) + "\n")
     if diags:
+        from troubleshoot.report.views import diagnosis_view
+
         out.append("\nDiagnoses\n", style="bold underline")
-        for d in diags:
-            out.append(f"  [{d.severity.upper()}] ", style=_SEVERITY_STYLE.get(d.severity, ""))
-            out.append(terminal_safe(d.title, False) + "\n")
-            out.append(f"      symptom {d.symptom} · rule {d.rule.id}", style="dim")
-            if d.ranks:
-                out.append(f" · ranks {', '.join(map(str, d.ranks))}", style="dim")
+        for v in map(diagnosis_view, diags):
+            out.append(f"  [{v.severity.upper()}] ", style=_SEVERITY_STYLE.get(v.severity, ""))
+            out.append(v.title + "\n")
+            out.append(f"      symptom {v.symptom} · rule {v.rule}", style="dim")
+            if v.ranks:
+                out.append(f" · ranks {', '.join(map(str, v.ranks))}", style="dim")
             out.append("\n")
-            for e in d.evidence[:3]:
-                out.append("      " + terminal_safe(e.text, False)[:200] + "\n", style="dim")
+            for e in v.evidence[:3]:
+                out.append("      " + e.text[:200] + "\n", style="dim")
     if res.headline:
         out.append("\nThe job\n", style="bold underline")
         out.append("  " + terminal_safe(res.headline, False) + "\n")

@@ -3,7 +3,7 @@
 Rules, lint, probes, the snapshot, scans and diagnoses run in `tui.background` jobs, never in
 the app's thread; each hands its result back to a method of the app. A mixin of
 `app.TroubleshootApp`, whose state (the kept scan, the facts, the job in flight) it reads and
-sets; the rendering of what the jobs find stays in the app.
+sets; what the jobs find is shown by the app and its tabs.
 """
 
 from __future__ import annotations
@@ -11,8 +11,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-
-from textual.widgets import Static, TabbedContent
 
 from troubleshoot.tui import views
 
@@ -34,12 +32,12 @@ class Jobs:
     def _rules_loaded(self, ruleset) -> None:
         self.ruleset = ruleset
         self.progress.rules = False
-        self._show_problems([views.safe(p) for p in ruleset.problems], linted=False)
-        self._stale.add("rules")  # 300 rows: filled when the Rules tab is shown
+        self.rules_pane.set_rules(ruleset)  # 300 rows: filled when the Rules tab is shown
+        self.rules_pane.show_problems([views.safe(p) for p in ruleset.problems], linted=False)
         self._fill_visible()
         self.scan_key = None  # the patterns may have changed: the log is read again
         self.diagnose()
-        if self.query_one(TabbedContent).active == "rules":
+        if self.tab == "rules":
             self._lint()
 
     def _lint(self) -> None:
@@ -51,16 +49,11 @@ class Jobs:
         self.linted = True
         ruleset = self.ruleset
         self.bg.start("lint", lambda cancel: [views.safe(p) for p in self.ctx.lint(ruleset)],
-                      lambda problems: self._show_problems(problems, linted=True) if ruleset is self.ruleset else None)
+                      lambda problems: self._linted(ruleset, problems))
 
-    def _show_problems(self, problems: list[str], linted: bool) -> None:
-        note = f"{len(self.ruleset.rules)} rules from {len(self.ruleset.packs)} pack(s)"
-        note += "." if linted else ", linting…"
-        if problems:
-            note += f" {len(problems)} problem(s):\n" + "\n".join(problems[:5])
-            if len(problems) > 5:
-                note += f"\n… and {len(problems) - 5} more (troubleshoot rules lint)"
-        self.query_one("#rules-problems", Static).update(note)
+    def _linted(self, ruleset, problems: list[str]) -> None:
+        if ruleset is self.ruleset:  # not rules replaced since (R)
+            self.rules_pane.show_problems(problems, linted=True)
 
     def _job_failed(self, exc) -> None:
         self.progress.rules = self.progress.scanning = self.progress.diagnosing = False

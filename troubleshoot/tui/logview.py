@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 import os
+from typing import TYPE_CHECKING
 
 from rich.segment import Segment
 from rich.style import Style
@@ -17,6 +18,9 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from troubleshoot.textsafe import terminal_safe
+
+if TYPE_CHECKING:
+    from troubleshoot.report.views import DiagnosisView
 
 MAX_SHOWN = 8 << 20  # a larger log is shown as its evidence lines only
 
@@ -90,14 +94,14 @@ def _contains(sorted_list: list[int], value: int) -> bool:
     return i < len(sorted_list) and sorted_list[i] == value
 
 
-def rows_for_logs(diagnoses, count: int) -> tuple[list[tuple[int | None, str]], str]:
+def rows_for_logs(diagnoses: list[DiagnosisView], count: int) -> tuple[list[tuple[int | None, str]], str]:
     """Several logs read together (a folder of rank logs): the lines the diagnoses quote, under
     the name of the log each comes from (line numbers are each log's own)."""
     by_file: dict[str, set[tuple[int, str]]] = {}
-    for d in diagnoses:
-        for e in d.evidence:
+    for v in diagnoses:
+        for e in v.evidence:
             if e.source == "log" and e.line:
-                name = e.file or (d.files[0] if d.files else "the logs")
+                name = e.file or (v.files[0] if v.files else "the logs")
                 by_file.setdefault(name, set()).add((e.line, e.text))
     rows: list[tuple[int | None, str]] = []
     for name in sorted(by_file):
@@ -106,7 +110,8 @@ def rows_for_logs(diagnoses, count: int) -> tuple[list[tuple[int | None, str]], 
     return rows, f"{count} logs: the evidence lines of each"
 
 
-def rows_for(text: str | None, path: str | None, diagnoses) -> tuple[list[tuple[int | None, str]], str]:
+def rows_for(text: str | None, path: str | None,
+             diagnoses: list[DiagnosisView]) -> tuple[list[tuple[int | None, str]], str]:
     """The rows to show and a note: the whole log when it is small enough, else the lines the
     diagnoses quote with markers for what is left out."""
     if text is None and path is not None:
@@ -122,7 +127,7 @@ def rows_for(text: str | None, path: str | None, diagnoses) -> tuple[list[tuple[
         if lines and lines[-1] == "":
             lines.pop()
         return list(enumerate(lines, 1)), ""
-    quoted = sorted({(e.line, e.text) for d in diagnoses for e in d.evidence if e.source == "log" and e.line})
+    quoted = sorted({(e.line, e.text) for v in diagnoses for e in v.evidence if e.source == "log" and e.line})
     rows: list[tuple[int | None, str]] = []
     last = 0
     for n, t in quoted:

@@ -344,15 +344,15 @@ class FixScreen(ModalScreen[None]):
 
     @on(Button.Pressed, "#copy")
     def action_copy(self) -> None:
-        from troubleshoot import safeio
-        from troubleshoot.fixes import executor, journal
+        from troubleshoot import safeio, userstate
+        from troubleshoot.fixes import executor
 
         commands = plan_commands(self.prepared, executor._is_root())
         if not commands:
             self.notify("This plan has no command to copy.", severity="warning")
             return
         name = re.sub(r"[^A-Za-z0-9_.-]", "_", self.diagnosis.rule.id)
-        path = journal.state_dir().parent / "commands" / f"{name}.sh"
+        path = userstate.state_dir("commands") / f"{name}.sh"
         script = f"# troubleshoot: commands for {terminal_safe(self.diagnosis.title, False)}\n" + "\n".join(commands) + "\n"
         self.app.copy_to_clipboard(script)  # OSC 52: works where the terminal allows it
         try:

@@ -1,20 +1,27 @@
-"""What the TUI's tables and panes show, as pure functions of the pipeline's results.
+"""What the TUI's tables and panes show, as pure functions of the view models (report.views)
+and the machine's facts.
 
-Every string that came from a rule, a log or a snapshot goes through `safe` (control and escape
-sequences made visible, one line) and reaches a widget as a `rich.text.Text`, never as a str a
-widget could parse as markup (a rule title `[/dev/shm]` is shown as written).
+The views' strings are terminal-safe already (control and escape sequences made visible, one
+line); what else came from a rule, a log or a snapshot goes through `safe`. Every such string
+reaches a widget as a `rich.text.Text`, never as a str a widget could parse as markup (a rule
+title `[/dev/shm]` is shown as written).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rich import box
 from rich.table import Table
 from rich.text import Text
 
 from troubleshoot.report.shapes import items, mapping
+from troubleshoot.report.views import near
 from troubleshoot.textsafe import terminal_safe
+
+if TYPE_CHECKING:
+    from troubleshoot.report.views import DiagnosisView, HistoryView, RuleView
 
 SEV_MARK = {"error": "✖ ERROR", "warning": "▲ WARN", "info": "● INFO"}
 SEV_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -61,31 +68,26 @@ def diag_columns(symptoms: list[str], table_width: int) -> DiagColumns:
     return DiagColumns(sev, sym, max(title, len("title")))
 
 
-def diag_row(d, cols: DiagColumns) -> tuple[Text, Text, Text]:
-    return (Text(SEV_MARK.get(d.severity, safe(d.severity)), style=SEV_STYLE.get(d.severity, "")),
-            plain(d.symptom),
-            plain(fit(safe(d.title), cols.title)))
+def diag_row(v: DiagnosisView, cols: DiagColumns) -> tuple[Text, Text, Text]:
+    return (Text(SEV_MARK.get(v.severity, v.severity), style=SEV_STYLE.get(v.severity, "")),
+            plain(v.symptom),
+            plain(fit(v.title, cols.title)))
 
 
-def diag_key(d) -> str:
-    """A row key per diagnosis: one Xid rule gives a diagnosis per code."""
-    return d.rule.id + (f":xid{d.xid['code']}" if d.xid else "")
-
-
-def evidence_lines(diagnoses) -> list[int]:
+def evidence_lines(diagnoses: list[DiagnosisView]) -> list[int]:
     """The log lines any diagnosis quotes, in order, once each."""
-    return sorted({e.line for d in diagnoses for e in d.evidence if e.source == "log" and e.line})
+    return sorted({e.line for v in diagnoses for e in v.evidence if e.source == "log" and e.line})
 
 
 # ------------------------------------------------------------------ rules
 
-def rule_matches(rule, query: str) -> bool:
+def rule_matches(rule: RuleView, query: str) -> bool:
     """Every word of the filter appears in the rule's id, symptom, title, explanation or patterns."""
     words = query.lower().split()
     if not words:
         return True
-    hay = " ".join([rule.id, rule.symptom, rule.severity, rule.title, rule.explain or ""]
-                   + [p.source for p in rule.log]).lower()
+    hay = " ".join([rule.id, rule.symptom, rule.severity, rule.title, rule.explain]
+                   + [source for label, source in rule.patterns if label == "log"]).lower()
     return all(w in hay for w in words)
 
 
@@ -96,7 +98,7 @@ class RuleColumns:
     severity: int
 
 
-def rule_columns(rules, table_width: int) -> RuleColumns:
+def rule_columns(rules: list[RuleView], table_width: int) -> RuleColumns:
     sev = len("sev.")
     sym = max([len("symptom")] + [len(r.symptom) for r in rules])
     longest = max([len("id")] + [len(r.id) for r in rules])
@@ -104,50 +106,39 @@ def rule_columns(rules, table_width: int) -> RuleColumns:
     return RuleColumns(max(min(longest, room), 12), sym, sev)
 
 
-def rule_row(rule, cols: RuleColumns) -> tuple[Text, Text, Text]:
-    sev = {"error": "err", "warning": "warn", "info": "info"}.get(rule.severity, safe(rule.severity))
-    return plain(fit(safe(rule.id), cols.id)), plain(rule.symptom), Text(sev, style=SEV_STYLE.get(rule.severity, ""))
+def rule_row(rule: RuleView, cols: RuleColumns) -> tuple[Text, Text, Text]:
+    sev = {"error": "err", "warning": "warn", "info": "info"}.get(rule.severity, rule.severity)
+    return plain(fit(rule.id, cols.id)), plain(rule.symptom), Text(sev, style=SEV_STYLE.get(rule.severity, ""))
 
 
-def rule_detail(rule) -> Text:
+def rule_detail(rule: RuleView) -> Text:
     out = Text()
-    out.append(safe(rule.title) + "\n", style="bold")
-    out.append(f"{safe(rule.id)}\n{safe(rule.severity)} · symptom {safe(rule.symptom)} · confidence {rule.confidence}\n")
-    out.append(f"from {safe(rule.origin.pack)}: {safe(_near(rule.origin.path))}:{rule.origin.line}\n", style="dim")
-    for p in rule.log:
-        out.append("\nlog: ", style="bold")
-        out.append(safe(p.source))
-    for c in rule.facts:
+    out.append(rule.title + "\n", style="bold")
+    out.append(f"{rule.id}\n{rule.severity} · symptom {rule.symptom} · confidence {rule.confidence}\n")
+    out.append(f"from {rule.pack}: {near(rule.path)}:{rule.line}\n", style="dim")
+    for label, source in rule.patterns:
+        out.append(f"\n{label}: ", style="bold")
+        out.append(source)
+    for source in rule.facts:
         out.append("\nfacts: ", style="bold")
-        out.append(safe(c.source))
-    for kind, texts in (("must match", rule.examples.match), ("must not match", rule.examples.no_match)):
-        for t in texts:
-            out.append(f"\n\nexample ({kind}):", style="bold")
-            for ln in t.rstrip().splitlines()[:12]:
-                out.append("\n  " + safe(ln))
+        out.append(source)
+    for kind, lines in rule.examples:
+        out.append(f"\n\nexample ({kind}):", style="bold")
+        for ln in lines[:12]:
+            out.append("\n  " + ln)
     return out
-
-
-def _near(path) -> str:
-    """A path under the current folder is shown relative to it (shorter, and the same on every checkout)."""
-    import os
-
-    rel = os.path.relpath(str(path))
-    return str(path) if rel.startswith("..") else rel
 
 
 # ------------------------------------------------------------------ history
 
-def history_row(eid: str, entry, width: int) -> tuple[Text, Text, Text, Text]:
+def history_row(entry: HistoryView, width: int) -> tuple[Text, Text, Text, Text]:
     """id, status, where (the target root), what: the where column is cut from the left."""
-    if isinstance(entry, str):  # a journal that could not be read: the reason
-        return plain(eid), Text("corrupt", style="red"), Text(""), plain(fit(safe(entry), 60))
-    where = safe(entry.data.get("root") or "/ (this machine)")
-    room = width - SCROLLBAR - 4 * CELL_PAD - len(eid) - len("verify-failed")
-    where_w = min(len(where), max(12, room // 2))
-    title = safe(entry.data.get("title") or entry.data.get("fixer") or "")
-    return (plain(eid), plain(entry.data.get("status", "?")), plain(fit_left(where, where_w)),
-            plain(fit(title, max(12, room - where_w))))
+    if entry.status == "corrupt":  # a journal that could not be read: the reason
+        return plain(entry.id), Text("corrupt", style="red"), Text(""), plain(fit(entry.title, 60))
+    room = width - SCROLLBAR - 4 * CELL_PAD - len(entry.id) - len("verify-failed")
+    where_w = min(len(entry.where), max(12, room // 2))
+    return (plain(entry.id), plain(entry.status), plain(fit_left(entry.where, where_w)),
+            plain(fit(entry.title, max(12, room - where_w))))
 
 
 # ------------------------------------------------------------------ machine
@@ -239,6 +230,18 @@ class Progress:
         if self.diagnosing:
             parts.append("diagnosing…")
         return " · ".join(parts)
+
+
+def waiting(progress: Progress, result) -> str:
+    """What the diagnoses' detail says while there is none: what runs, or what to do
+    (`result`: the pipeline's last, None before the first)."""
+    if progress.busy():
+        msg = progress.text().replace("probing", "probing the machine").capitalize()
+        return msg + "\nDiagnoses appear here as soon as they are found."
+    if result is not None:
+        return "No known problem found." + ("" if result.scan or result.lines else
+                                           "\nOpen a log (o) or paste one (p) to diagnose a job.")
+    return "Open a log (o) or paste one (p) to diagnose a job."
 
 
 def status_line(source: str | None, lines: int | None, count: int | None, progress: Progress, extra: str = "") -> Text:
