@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# Branches and the newest CUDA each runs (docs.nvidia.com/deploy/cuda-compatibility), newest first.
-BRANCHES = (("580", "13.0"), ("575", "12.9"), ("570", "12.8"), ("560", "12.6"), ("550", "12.4"), ("535", "12.2"))
 PRODUCTION = "580"  # the current production (long-term support) branch
 LAST_PROPRIETARY_ONLY_GPUS = "580"  # Maxwell/Pascal/Volta: no branch after this one
 OPEN_MIN_CC = 7.5  # Turing

@@ -17,9 +17,6 @@ from troubleshoot.fixes.plan import Advice, Plan, RunCommand, Verify
 # (docs.nvidia.com/cuda/cuda-toolkit-release-notes).
 DRIVER_FLOOR = [("13.0", "580"), ("12.0", "525.60.13"), ("11.0", "450.80.02"), ("10.2", "440.33"),
                 ("10.1", "418.39"), ("10.0", "410.48"), ("9.2", "396.26"), ("9.0", "384.81")]
-# PyTorch wheel indexes, newest first: https://download.pytorch.org/whl/cuXYZ
-TORCH_INDEXES = [("13.0", "cu130"), ("12.8", "cu128"), ("12.6", "cu126"), ("12.4", "cu124"), ("12.1", "cu121"),
-                 ("11.8", "cu118")]
 
 
 # The interpreter named by the facts runs pip: it must be a python executable, by a plain path.

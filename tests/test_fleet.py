@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import copy
 import json
+import shlex
 import shutil
+import sys
 
 import pytest
 import yaml
 
 from conftest import REPO, run_cli
+from fakes.slurm import fake_slurm
+from troubleshoot.fleet import collect
 
 RANKS = REPO / "tests" / "fixtures" / "ranks"
 BASE = json.loads((REPO / "tests" / "fixtures" / "snapshots" / "base.json").read_text())
@@ -89,6 +93,36 @@ def node_snapshots(folder):
     for name, snap in nodes.items():
         (folder / f"{name}.json").write_text(json.dumps(snap))
     return folder
+
+
+# What each node runs instead of `troubleshoot probe` (`fleet probe --command`): on the node named
+# first it never answers, as a probe stuck in a driver call (it waits until its job step is
+# ended); every other node prints the healthy snapshot at once.
+NODE_PROBE = r"""
+import os, sys, threading
+if os.environ["SLURMD_NODENAME"] == sys.argv[1]:
+    threading.Event().wait()
+sys.stdout.write(open(sys.argv[2]).read())
+"""
+
+
+def test_fleet_probe_cuts_off_a_hanging_node_at_its_deadline_while_the_others_arrive(tmp_path):
+    probe = tmp_path / "node_probe.py"
+    probe.write_text(NODE_PROBE)
+    base = REPO / "tests" / "fixtures" / "snapshots" / "base.json"
+    env = fake_slurm(tmp_path, ["node1", "node2", "node3"])
+    deadline = 4
+    p = run_cli("fleet", "probe", "--slurm", "--job", "4242", "--out", str(tmp_path / "snaps"), "--timeout",
+                str(deadline), "--command", shlex.join([sys.executable, str(probe), "node2", str(base)]),
+                "--format", "json", env=env, timeout=120)
+    assert p.returncode == 1, p.stderr.decode()
+    nodes = {n["node"]: n for n in json.loads(p.stdout)["nodes"]}
+    assert {name: n["status"] for name, n in nodes.items()} == {"node1": "ok", "node2": "timeout", "node3": "ok"}
+    # reported at its deadline: its step ended by SIGTERM, not waited for past it
+    assert deadline <= nodes["node2"]["seconds"] < deadline + collect.GRACE
+    assert nodes["node2"]["error"] == f"no snapshot within {deadline} s; its job step was terminated"
+    assert sorted(f.name for f in (tmp_path / "snaps").iterdir()) == ["node1.json", "node3.json"]
+    assert "2 of 3 nodes answered; no snapshot from node2" in p.stderr.decode()
 
 
 def test_fleet_diagnose_names_exactly_the_broken_nodes(tmp_path):

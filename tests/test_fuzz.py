@@ -18,10 +18,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from troubleshoot.engine import conditions, yamldoc
+from troubleshoot.engine.condparse import ConditionError
 from troubleshoot.engine.loader import load_rule_file
 from troubleshoot.engine.ruleset import load_ruleset
 from troubleshoot.engine.diagnose import scan_patterns
 from troubleshoot.scan import hyperscan_available, re2_available, scan_stream
+from forcefork import forced_fork
 from troubleshoot.errors import TroubleshootError
 from troubleshoot import snapshot
 
@@ -68,7 +70,8 @@ def test_scanner_never_fails_and_engines_agree(data, chunk):
         with tempfile.NamedTemporaryFile() as w, open(w.name, "rb") as f:  # cut into ranges, one process each
             w.write(data)
             w.flush()
-            e = scan_stream(f, PATTERNS, "hyperscan", chunk_size=chunk, threads=2, fork=True)
+            with forced_fork():
+                e = scan_stream(f, PATTERNS, "hyperscan", chunk_size=chunk, threads=2)
             assert summary(a) == summary(e) and (e.total_lines, e.total_bytes) == (a.total_lines, a.total_bytes)
 
 
@@ -85,7 +88,8 @@ def test_ranges_scanned_by_forked_processes_agree_with_one_process(data, chunk, 
     with tempfile.NamedTemporaryFile() as w, open(w.name, "rb") as f:
         w.write(data)
         w.flush()
-        b = scan_stream(f, PATTERNS, engine, chunk_size=chunk, threads=threads, fork=True)
+        with forced_fork():
+            b = scan_stream(f, PATTERNS, engine, chunk_size=chunk, threads=threads)
         assert f.read() == b""
     assert summary(a) == summary(b) and (a.total_lines, a.total_bytes) == (b.total_lines, b.total_bytes)
 
@@ -145,7 +149,7 @@ def test_conditions_parse_or_say_why(src, env):
     TRIED["conditions"] += 1
     try:
         tree = conditions.parse(src)
-    except conditions.ConditionError as exc:
+    except ConditionError as exc:
         assert re.search(r"column \d+", str(exc))
         return
     conditions.evaluate(tree, env)

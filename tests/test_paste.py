@@ -9,7 +9,10 @@ from conftest import REPO, run_cli
 from troubleshoot import paste
 from troubleshoot.probes import nvml
 from troubleshoot.probes.base import ProbeContext
+from troubleshoot.paste import needles as paste_needles, reader
 from troubleshoot.paste.nvsmi_q import ReplayNVML
+from troubleshoot.paste.parsers import PARSERS
+from troubleshoot.scan.ansi import ANSI
 
 PASTED = REPO / "tests" / "fixtures" / "pasted"
 MACHINES = REPO / "tests" / "fixtures" / "machines"
@@ -105,10 +108,10 @@ def test_each_parser_needs_one_of_its_needles():
     checked = 0
     for text in _dump_texts():
         lines = [t.rstrip("\r") for t in text.split("\n")]
-        for parse, needles in paste.PARSERS:
+        for parse, needles in PARSERS:
             if parse(lines) is not None:
                 checked += 1
-                assert set(needles) & paste._needles_in(text, needles), (parse.__name__, text[:200])
+                assert set(needles) & paste_needles.needles_in(text, needles), (parse.__name__, text[:200])
     assert checked >= 10
 
 
@@ -119,7 +122,7 @@ def test_needles_found_in_one_pass_are_those_a_search_per_needle_finds(monkeypat
 
     from troubleshoot.paste import monitor
 
-    needles = tuple(dict.fromkeys(n for _, ns in paste.PARSERS + monitor.CPU_PARSERS for n in ns))
+    needles = tuple(dict.fromkeys(n for _, ns in PARSERS + monitor.CPU_PARSERS for n in ns))
     rnd = random.Random(4)
     for trial in range(6):
         words = ["step 1 loss 0.2", "é漢字 \x1b[31mred\x1b[0m", "torch/utils/data", "GPU0 ", "x = y"]
@@ -127,11 +130,11 @@ def test_needles_found_in_one_pass_are_those_a_search_per_needle_finds(monkeypat
         text = "\n".join(rnd.choice(words) for _ in range(20000))
         if trial % 2:
             text = "GPU 0: H100\n" + text
-        assert len(text) >= paste.ONE_PASS_CHARS
+        assert len(text) >= paste_needles.ONE_PASS_CHARS
         want = {n for n in needles if n in text or (n[0] == "\n" and text.startswith(n[1:]))}
-        assert paste._needles_in(text, needles) == want
-    monkeypatch.setattr(paste, "ONE_PASS_CHARS", 1 << 40)  # the search per needle, for comparison
-    assert paste._needles_in(text, needles) == want
+        assert paste_needles.needles_in(text, needles) == want
+    monkeypatch.setattr(paste_needles, "ONE_PASS_CHARS", 1 << 40)  # the search per needle, for comparison
+    assert paste_needles.needles_in(text, needles) == want
 
 
 def test_a_log_head_read_as_bytes_gives_what_its_text_gives():
@@ -140,7 +143,7 @@ def test_a_log_head_read_as_bytes_gives_what_its_text_gives():
     a needle at the very start behind an escape, invalid UTF-8 and heads past ONE_PASS_CHARS."""
     import random
 
-    needles = paste._needles(paste.PARSERS)
+    needles = paste_needles.needles_of(PARSERS)
     dumps = [t for t in _dump_texts() if paste.read(t)]
     assert len(dumps) >= 10
     filler = ["step 1 loss 0.2", "é漢字 \x1b[31mred\x1b[0m", "torch/utils/data", "GPU0 ", "x = y"]
@@ -159,16 +162,16 @@ def test_a_log_head_read_as_bytes_gives_what_its_text_gives():
         raw = text.encode("utf-8") + (b"\xff\xfe broken" if trial % 5 == 0 else b"")
         want = paste.read(raw.decode("utf-8", "replace"))
         assert paste.read_head(raw) == want, trial
-        stripped = paste._ANSI.sub("", raw.decode("utf-8", "replace"))
-        assert paste._needles_in(stripped, needles) <= paste._needles_in_bytes(raw, needles), trial
+        stripped = ANSI.sub("", raw.decode("utf-8", "replace"))
+        assert paste_needles.needles_in(stripped, needles) <= paste_needles.needles_in_bytes(raw, needles), trial
     assert paste.read_head(b"") == paste.Pasted() and not paste.read_head(b"step 1 loss 0.2\n" * 10000)
 
 
 def test_a_log_without_dumps_is_never_split_into_lines(monkeypatch):
     calls = []
     spied = tuple((lambda lines, p=parse: calls.append(p.__name__) or p(lines), needles)
-                  for parse, needles in paste.PARSERS)
-    monkeypatch.setattr(paste, "PARSERS", spied)
+                  for parse, needles in PARSERS)
+    monkeypatch.setattr(reader, "PARSERS", spied)
     log = "".join(f"step {i} loss {1 / (i + 1):.4f} lr 3e-4\n" for i in range(2000)) + (
         "Traceback (most recent call last):\n"
         '  File "/opt/conda/lib/python3.10/site-packages/torch/nn/modules/module.py", line 1501, in _call_impl\n'

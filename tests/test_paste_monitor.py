@@ -10,7 +10,8 @@ import pytest
 
 from conftest import REPO, run_cli
 from troubleshoot import paste
-from troubleshoot.paste import monitor
+from troubleshoot.paste import monitor, reader
+from troubleshoot.paste.needles import needles_in
 
 PASTED = REPO / "tests" / "fixtures" / "pasted"
 
@@ -159,7 +160,7 @@ def test_monitor_parsers_run_only_behind_their_needles(monkeypatch):
     def spy(table):
         return tuple((lambda lines, p=parse: calls.append(p.__name__) or p(lines), needles) for parse, needles in table)
 
-    monkeypatch.setattr(paste, "PARSERS", spy(paste.PARSERS))
+    monkeypatch.setattr(reader, "PARSERS", spy(reader.PARSERS))
     monkeypatch.setattr(monitor, "CPU_PARSERS", spy(monitor.CPU_PARSERS))
     # CPU state alone is read by no scanner: no rule reads it without the GPU's utilisation
     assert not paste.read((PASTED / "vmstat-idle.txt").read_text() + (PASTED / "top-iowait.txt").read_text())
@@ -180,5 +181,5 @@ def test_cpu_parsers_need_one_of_their_needles():
         for parse, needles in monitor.CPU_PARSERS:
             if parse(lines):
                 checked += 1
-                assert set(needles) & paste._needles_in(text, needles), (parse.__name__, path.name)
+                assert set(needles) & needles_in(text, needles), (parse.__name__, path.name)
     assert checked >= 5

@@ -73,7 +73,7 @@ def test_output_is_byte_identical_and_exit_code_kept(tmp_path):
     assert sorted(log.read_bytes().splitlines()) == sorted((direct.stdout + direct.stderr).splitlines())
 
 
-# The pump polls its own wake-up fd only, never the job's pipes (see wrapper._Pump); the job
+# The pump polls its own wake-up fd only, never the job's pipes (see run/pump.Pump); the job
 # prints, goes quiet, then prints on both outputs, and every byte still comes through.
 NEVER_POLLED = r"""
 import selectors, sys
@@ -225,3 +225,13 @@ def test_watcher_reads_throughput_cheaply_and_at_most_every_quarter_second(monke
     clock[0] += watch.READING_GAP
     w.feed(b"{'train_runtime': 3.1, 'train_samples_per_second': 1.0} 812.5 samples/sec\n")
     assert [v for _, v in w.throughput] == [7.31, 812.5]
+
+
+def test_run_logs_are_kept_beside_the_fix_journal_in_the_state_folder(tmp_path):
+    from troubleshoot.fixes import journal
+    from troubleshoot.run import logfile
+    from troubleshoot.userstate import state_dir
+
+    runs = logfile.state_runs_folder()
+    assert runs == tmp_path / "xdg-state" / "troubleshoot" / "runs" and runs.is_dir()
+    assert state_dir("journal") == journal.state_dir() and journal.state_dir().parent == runs.parent

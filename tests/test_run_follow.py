@@ -135,16 +135,16 @@ def test_the_diagnosis_at_the_end_is_the_saved_logs(tmp_path, kind):
 ANOTHER_THREAD_TAKES_SIGCHLD = r"""
 import signal, sys, threading
 from pathlib import Path
-from troubleshoot.run import wrapper
+from troubleshoot.run import pump, wrapper
 path, fifo = Path(sys.argv[1]), sys.argv[2]
 output_ended = threading.Event()
-step = wrapper._Pump.step
+step = pump.Pump.step
 def step_and_tell(self, timeout):
     out = step(self, timeout)
     if not self.open:
         output_ended.set()
     return out
-wrapper._Pump.step = step_and_tell
+pump.Pump.step = step_and_tell
 def release():
     output_ended.wait()
     open(fifo, "w").close()  # the job's `read` returns: it exits

@@ -136,7 +136,7 @@ def test_hyperscan_database_is_cached_and_reloaded(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     hsdb._database_cached.cache_clear()
     first = scan_text("x\nRuntimeError: CUDA out of memory. Tried to allocate 2 GiB\n", [OOM], "hyperscan")
-    assert list((tmp_path / "troubleshoot" / "hyperscan").glob("*.hsdb"))
+    assert list((tmp_path / "troubleshoot" / "hyperscan").glob("*.cache"))
     hsdb._database_cached.cache_clear()  # as a new process would: from the file
     again = scan_text("x\nRuntimeError: CUDA out of memory. Tried to allocate 2 GiB\n", [OOM], "hyperscan")
     assert again.backend == first.backend == "hyperscan"
@@ -153,7 +153,7 @@ def test_a_cache_file_others_can_write_is_not_loaded(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     hsdb._database_cached.cache_clear()
     scan_text("CUDA out of memory. Tried to allocate 2 GiB\n", [OOM], "hyperscan")
-    (db_file,) = (tmp_path / "troubleshoot" / "hyperscan").glob("*.hsdb")
+    (db_file,) = (tmp_path / "troubleshoot" / "hyperscan").glob("*.cache")
     db_file.write_bytes(b"rejected:\nnot a database")
     os.chmod(db_file, 0o666)
     hsdb._database_cached.cache_clear()
@@ -372,15 +372,17 @@ def test_weak_context_patterns_wait_for_a_second_pass_over_a_file(tmp_path):
 def test_hyperscan_databases_are_pruned_to_the_newest(tmp_path, monkeypatch):
     if not scan.hyperscan_available():
         pytest.skip("hyperscan not installed")
+    import dataclasses
+
     from troubleshoot.scan import hsdb
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    monkeypatch.setattr(hsdb, "KEEP", 3)
+    monkeypatch.setattr(hsdb, "CACHE", dataclasses.replace(hsdb.CACHE, keep=3))
     hsdb._database_cached.cache_clear()
     folder = tmp_path / "troubleshoot" / "hyperscan"
     for i in range(5):  # a rule folder edited five times: five rule sets, five databases
         scan_text("CUDA out of memory\n", [OOM, ScanPattern("team", "log", f"team error {i}")], "hyperscan")
-        assert len(list(folder.glob("*.hsdb"))) == min(i + 1, 3)
+        assert len(list(folder.glob("*.cache"))) == min(i + 1, 3)
     hsdb._database_cached.cache_clear()
     builds = []
     monkeypatch.setattr(hsdb, "_build", lambda *a: builds.append(a) or None)
@@ -432,10 +434,10 @@ def test_a_scan_leaves_the_process_allocator_alone(tmp_path):
 
 
 def test_paste_and_the_scanner_strip_the_same_escape_sequences():
-    from troubleshoot import paste
+    from troubleshoot.paste import needles, reader
 
     assert ansi.ANSI.pattern.encode() == ansi.ANSI_BYTES.pattern
-    assert paste._ANSI is ansi.ANSI and paste._ANSI_BYTES is ansi.ANSI_BYTES
+    assert reader._ANSI is ansi.ANSI and needles._ANSI_BYTES is ansi.ANSI_BYTES
     line = "\x1b]0;title\x07\x1b[1;31mDriver Version:\x1b[0m 535.104 \x1b(B\x1b7ok"
     assert ansi.ANSI.sub("", line) == "Driver Version: 535.104 ok"
     assert ansi.clean_line(line.encode()) == ("Driver Version: 535.104 ok",)

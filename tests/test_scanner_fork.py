@@ -13,6 +13,7 @@ import pytest
 from troubleshoot import scan
 from troubleshoot.scan import ScanCancelled, ScanPattern, forked, reader, scan_stream, tally
 from troubleshoot.scan import children as procs
+from forcefork import forced_fork
 from tests.test_scanner_threads import OOM, PATS, TB, broken_condition, mixed_log, summary
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
@@ -34,6 +35,13 @@ def children(monkeypatch):
     return made
 
 
+@pytest.fixture
+def forking():
+    """The test's scans of regular files fork, small as the files are (forcefork.forced_fork)."""
+    with forced_fork():
+        yield
+
+
 def assert_reaped(made):
     for c in made:
         assert c.pid is None and c.fd is None
@@ -51,7 +59,8 @@ def scan_file(path, backend="hyperscan", **kw):
 @pytest.mark.parametrize("backend", ["hyperscan", "re2", "re"])
 @pytest.mark.parametrize("chunk", [61, 4096])
 @pytest.mark.parametrize("threads", [1, 2, 3])
-def test_forked_ranges_find_exactly_what_one_process_finds(tmp_path, backend, chunk, threads, children, monkeypatch):
+def test_forked_ranges_find_exactly_what_one_process_finds(tmp_path, backend, chunk, threads, children, monkeypatch,
+                                                           forking):
     if backend == "hyperscan" and not scan.hyperscan_available():
         pytest.skip("hyperscan not installed")
     if backend == "re2" and not scan.re2_available():
@@ -60,7 +69,7 @@ def test_forked_ranges_find_exactly_what_one_process_finds(tmp_path, backend, ch
     log = tmp_path / "train.log"
     log.write_bytes(mixed_log(4000))
     want = summary(scan_stream(io.BytesIO(log.read_bytes()), PATS, backend, chunk_size=chunk, threads=0))
-    got = summary(scan_file(log, backend, chunk_size=chunk, threads=threads, fork=True))
+    got = summary(scan_file(log, backend, chunk_size=chunk, threads=threads))
     assert got == want
     assert len(children) == threads  # one range per helper, each in its own process
     assert_reaped(children)
@@ -68,7 +77,7 @@ def test_forked_ranges_find_exactly_what_one_process_finds(tmp_path, backend, ch
     assert ("r", "with_log:0") in want[2]
 
 
-def test_forked_ranges_agree_with_the_re_engine_on_every_shipped_pattern(tmp_path, children):
+def test_forked_ranges_agree_with_the_re_engine_on_every_shipped_pattern(tmp_path, children, forking):
     from troubleshoot.engine.diagnose import scan_patterns
     from troubleshoot.engine.ruleset import load_ruleset
 
@@ -77,13 +86,13 @@ def test_forked_ranges_agree_with_the_re_engine_on_every_shipped_pattern(tmp_pat
     log.write_bytes(mixed_log(3000, seed=9) + b"\nRuntimeError: CUDA error: an illegal memory access was encountered\n"
                     + mixed_log(3000, seed=4))
     want = summary(scan_stream(io.BytesIO(log.read_bytes()), pats, "re", chunk_size=8192))
-    assert summary(scan_file(log, None, patterns=pats, chunk_size=8192, threads=1, fork=True)) == want
+    assert summary(scan_file(log, None, patterns=pats, chunk_size=8192, threads=1)) == want
     assert children
 
 
 @pytest.mark.parametrize("tail", [b"", b"no newline at the end: CUDA out of memory. Tried to allocate 2.0 GiB",
                                   b"\r\n\r\n", b"x" * 5000 + b" Traceback (most recent call last)"])
-def test_the_last_line_and_the_file_position_are_as_one_process_sees_them(tmp_path, tail, children):
+def test_the_last_line_and_the_file_position_are_as_one_process_sees_them(tmp_path, tail, children, forking):
     data = b"preamble read by someone else\n" + mixed_log(3000) + b"\n" + tail
     log = tmp_path / "train.log"
     log.write_bytes(data)
@@ -91,13 +100,13 @@ def test_the_last_line_and_the_file_position_are_as_one_process_sees_them(tmp_pa
     want = summary(scan_stream(io.BytesIO(data[skip:]), PATS, "hyperscan", chunk_size=1024, threads=0))
     with open(log, "rb") as f:
         f.read(skip)  # a caller that has read the first line itself
-        got = summary(scan_stream(f, PATS, "hyperscan", chunk_size=1024, threads=2, fork=True))
+        got = summary(scan_stream(f, PATS, "hyperscan", chunk_size=1024, threads=2))
         assert f.tell() == len(data)
     assert got == want
     assert len(children) == 2
 
 
-def test_a_log_whose_head_was_peeked_is_scanned_from_where_the_peek_began(tmp_path, children):
+def test_a_log_whose_head_was_peeked_is_scanned_from_where_the_peek_began(tmp_path, children, forking):
     from troubleshoot import logfiles
 
     data = mixed_log(3000)
@@ -107,14 +116,14 @@ def test_a_log_whose_head_was_peeked_is_scanned_from_where_the_peek_began(tmp_pa
     with open(log, "rb") as f:
         peeked = logfiles.Peeked(f.read(700), f)
         peeked.read(10)  # part of the head already given out
-        got = summary(scan_stream(peeked, PATS, "hyperscan", chunk_size=1024, threads=1, fork=True))
+        got = summary(scan_stream(peeked, PATS, "hyperscan", chunk_size=1024, threads=1))
         assert peeked.read() == b""
     assert got == summary(scan_stream(io.BytesIO(data[10:]), PATS, "hyperscan", chunk_size=1024, threads=0))
     assert got != want  # the ten bytes given out are not scanned again
     assert children
 
 
-def test_a_child_that_dies_leaves_its_range_to_the_parent(tmp_path, children, monkeypatch):
+def test_a_child_that_dies_leaves_its_range_to_the_parent(tmp_path, children, monkeypatch, forking):
     def dies(send, **kw):
         send([(0, [])])
         os._exit(3)
@@ -123,21 +132,21 @@ def test_a_child_that_dies_leaves_its_range_to_the_parent(tmp_path, children, mo
     log = tmp_path / "train.log"
     log.write_bytes(mixed_log(4000))
     want = summary(scan_stream(io.BytesIO(log.read_bytes()), PATS, "hyperscan", chunk_size=512, threads=0))
-    assert summary(scan_file(log, chunk_size=512, threads=2, fork=True)) == want
+    assert summary(scan_file(log, chunk_size=512, threads=2)) == want
     assert len(children) == 2
     assert_reaped(children)
 
 
-def test_a_child_stops_at_its_report_budget_and_the_parent_scans_the_rest(tmp_path, children, monkeypatch):
+def test_a_child_stops_at_its_report_budget_and_the_parent_scans_the_rest(tmp_path, children, monkeypatch, forking):
     monkeypatch.setattr(forked, "REPORT_BYTES", 1)  # each child stops after its first chunk with a match
     log = tmp_path / "train.log"
     log.write_bytes(mixed_log(4000))
     want = summary(scan_stream(io.BytesIO(log.read_bytes()), PATS, "hyperscan", chunk_size=512, threads=0))
-    assert summary(scan_file(log, chunk_size=512, threads=3, fork=True)) == want
+    assert summary(scan_file(log, chunk_size=512, threads=3)) == want
     assert_reaped(children)
 
 
-def test_a_cancelled_scan_kills_and_reaps_its_children(tmp_path, children):
+def test_a_cancelled_scan_kills_and_reaps_its_children(tmp_path, children, forking):
     cancel = threading.Event()
     seen = []
 
@@ -149,26 +158,26 @@ def test_a_cancelled_scan_kills_and_reaps_its_children(tmp_path, children):
     log = tmp_path / "train.log"
     log.write_bytes(mixed_log(20000))
     with open(log, "rb") as f, pytest.raises(ScanCancelled):
-        scan_stream(f, PATS, "hyperscan", chunk_size=512, cancel=cancel, progress=progress, threads=2, fork=True)
+        scan_stream(f, PATS, "hyperscan", chunk_size=512, cancel=cancel, progress=progress, threads=2)
     assert len(children) == 2
     assert_reaped(children)
     assert seen == sorted(seen)
 
 
-def test_a_failing_verifier_in_the_parent_reaches_the_caller_and_reaps_the_children(tmp_path, children):
+def test_a_failing_verifier_in_the_parent_reaches_the_caller_and_reaps_the_children(tmp_path, children, forking):
     log = tmp_path / "train.log"
     log.write_bytes(mixed_log(4000))
     bad = ScanPattern("oom", "log", OOM.regex, where=broken_condition())
     with pytest.raises(ValueError, match="broken rule condition"):
-        scan_file(log, patterns=[bad, TB], chunk_size=512, threads=2, fork=True)
+        scan_file(log, patterns=[bad, TB], chunk_size=512, threads=2)
     assert_reaped(children)
 
 
-def test_progress_counts_every_byte_once_and_only_grows(tmp_path, children):
+def test_progress_counts_every_byte_once_and_only_grows(tmp_path, children, forking):
     seen = []
     log = tmp_path / "train.log"
     log.write_bytes(mixed_log(20000))
-    scan_file(log, chunk_size=4096, threads=2, fork=True, progress=seen.append)
+    scan_file(log, chunk_size=4096, threads=2, progress=seen.append)
     assert seen == sorted(seen) and seen[-1] == log.stat().st_size
 
 
@@ -186,14 +195,15 @@ def test_no_fork_while_another_thread_runs_or_for_a_stream_that_is_not_a_file(tm
         stop.set()
         other.join()
     assert children == []
-    scan_stream(io.BytesIO(log.read_bytes()), PATS, "hyperscan", chunk_size=512, threads=1, fork=True)
     import gzip
 
     packed = tmp_path / "train.log.gz"
     packed.write_bytes(gzip.compress(log.read_bytes()))
-    with gzip.open(packed, "rb") as f:  # its fileno() is the compressed file's: never read by offset
-        assert summary(scan_stream(f, PATS, "hyperscan", chunk_size=512, threads=1, fork=True)) == summary(
-            scan_stream(io.BytesIO(log.read_bytes()), PATS, "hyperscan", chunk_size=512, threads=0))
+    with forced_fork():  # a stream that is not a file is never cut, even where a file would be
+        scan_stream(io.BytesIO(log.read_bytes()), PATS, "hyperscan", chunk_size=512, threads=1)
+        with gzip.open(packed, "rb") as f:  # its fileno() is the compressed file's: never read by offset
+            assert summary(scan_stream(f, PATS, "hyperscan", chunk_size=512, threads=1)) == summary(
+                scan_stream(io.BytesIO(log.read_bytes()), PATS, "hyperscan", chunk_size=512, threads=0))
     assert children == []
 
 
@@ -203,11 +213,13 @@ def test_a_child_never_writes_what_the_parent_had_buffered(tmp_path):
     log.write_bytes(mixed_log(4000))
     script = textwrap.dedent(f"""
         import sys
-        from troubleshoot.scan import scan_stream
+        from troubleshoot.scan import forked, scan_stream
         from tests.test_scanner_threads import PATS
+        forked.FORK_MIN_BYTES = 0  # a small file is cut into forked ranges too
+        assert forked.forkable()
         sys.stdout.write("written once")  # still in the buffer when the children are forked
         with open({str(log)!r}, "rb") as f:
-            r = scan_stream(f, PATS, None, chunk_size=512, threads=2, fork=True)
+            r = scan_stream(f, PATS, None, chunk_size=512, threads=2)
         sys.stdout.write(" %d" % r.total_lines)
     """)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
@@ -230,7 +242,7 @@ def context_log(tmp_path, chunk: int):
 
 
 @pytest.mark.parametrize("layout", ["apart", "same line"])
-def test_a_context_group_is_counted_in_line_order_by_every_engine_and_every_cut(tmp_path, layout, children):
+def test_a_context_group_is_counted_in_line_order_by_every_engine_and_every_cut(tmp_path, layout, children, forking):
     pats, body, log, k = context_log(tmp_path, 4096)
     if layout == "apart":
         body[k - 3], body[k - 2], body[k + 1] = b"alpha 1\n", b"alpha 7\n", b"beta 2\n"
@@ -242,14 +254,14 @@ def test_a_context_group_is_counted_in_line_order_by_every_engine_and_every_cut(
     for engine in ("re2", "hyperscan"):
         for chunk in (61, 4096):
             assert summary(scan_stream(io.BytesIO(data), pats, engine, chunk_size=chunk, threads=0)) == want, (engine, chunk)
-    assert summary(scan_file(log, "hyperscan", patterns=pats, chunk_size=4096, threads=1, fork=True)) == want
+    assert summary(scan_file(log, "hyperscan", patterns=pats, chunk_size=4096, threads=1)) == want
     assert children
     lines = [h[0] for h in want[2][("ctx", "with_log")][1]]
     assert lines == sorted(lines) and len(lines) == (2 if layout == "apart" else 1)
 
 
 def test_a_line_longer_than_long_line_is_cut_into_the_same_windows_wherever_the_scan_starts(tmp_path, children,
-                                                                                         monkeypatch):
+                                                                                         monkeypatch, forking):
     monkeypatch.setattr(reader, "LONG_LINE", 2048)
     long_line = b"".join(b"x" * 500 + b" ERROR %d " % k for k in range(40))  # a match across some window edges
     data = b"".join(b"short line %d\n" % i for i in range(3000)) + long_line + b"\n" + b"tail\n" * 500
@@ -260,11 +272,11 @@ def test_a_line_longer_than_long_line_is_cut_into_the_same_windows_wherever_the_
     for skip in (0, 1, 7, 333):  # the one-process scan reads from elsewhere: the same windows
         got = summary(scan_stream(io.BytesIO(b"\n" * skip + data), pats, "hyperscan", chunk_size=512, threads=0))
         assert got[2] == {k: (v[0], [(h[0] + skip, *h[1:]) for h in v[1]], *v[2:]) for k, v in want[2].items()}
-    assert summary(scan_file(log, patterns=pats, chunk_size=512, threads=1, fork=True)) == want
+    assert summary(scan_file(log, patterns=pats, chunk_size=512, threads=1)) == want
     assert children
 
 
-def test_a_fork_that_fails_leaves_the_scan_to_this_process_with_nothing_left_open(tmp_path, monkeypatch):
+def test_a_fork_that_fails_leaves_the_scan_to_this_process_with_nothing_left_open(tmp_path, monkeypatch, forking):
     real_fork, calls = os.fork, []
 
     def fork():
@@ -278,11 +290,11 @@ def test_a_fork_that_fails_leaves_the_scan_to_this_process_with_nothing_left_ope
     log.write_bytes(mixed_log(4000))
     fds = len(os.listdir("/proc/self/fd"))
     want = summary(scan_stream(io.BytesIO(log.read_bytes()), PATS, "hyperscan", chunk_size=512, threads=0))
-    assert summary(scan_file(log, chunk_size=512, threads=2, fork=True)) == want
+    assert summary(scan_file(log, chunk_size=512, threads=2)) == want
     assert len(calls) == 2 and len(os.listdir("/proc/self/fd")) == fds
 
 
-def test_children_reaped_by_someone_else_still_give_their_ranges(tmp_path, children):
+def test_children_reaped_by_someone_else_still_give_their_ranges(tmp_path, children, forking):
     """A process started with SIGCHLD ignored (it is inherited across exec) has its children
     reaped by the kernel: waitpid finds none, and the scan trusts what they sent."""
     import signal
@@ -292,7 +304,7 @@ def test_children_reaped_by_someone_else_still_give_their_ranges(tmp_path, child
     want = summary(scan_stream(io.BytesIO(log.read_bytes()), PATS, "hyperscan", chunk_size=512, threads=0))
     old = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     try:
-        got = summary(scan_file(log, chunk_size=512, threads=2, fork=True))
+        got = summary(scan_file(log, chunk_size=512, threads=2))
     finally:
         signal.signal(signal.SIGCHLD, old)
     assert got == want and len(children) == 2
@@ -362,7 +374,7 @@ def test_a_report_cut_short_is_a_child_that_failed():
 
 @pytest.mark.parametrize("role", ["log", "with_log:0"])
 @pytest.mark.parametrize("source", [r"^$", r"^\s*$", r"(?:foo)?", r"\d*"])
-def test_patterns_that_match_empty_text_find_the_same_lines_in_every_engine(tmp_path, role, source, children):
+def test_patterns_that_match_empty_text_find_the_same_lines_in_every_engine(tmp_path, role, source, children, forking):
     pats = [ScanPattern("g", role, source), ScanPattern("h", "log", "foo")]
     data = b"abc\nfoo 1\n\nbar\n\n  \nlast"
     results = {}
@@ -371,7 +383,7 @@ def test_patterns_that_match_empty_text_find_the_same_lines_in_every_engine(tmp_
             results[engine, chunk] = summary(scan_stream(io.BytesIO(data), pats, engine, chunk_size=chunk, threads=0))
     log = tmp_path / "empty-lines.log"
     log.write_bytes(data * 200)
-    results["fork"] = summary(scan_file(log, patterns=pats, chunk_size=64, threads=1, fork=True))
+    results["fork"] = summary(scan_file(log, patterns=pats, chunk_size=64, threads=1))
     want = summary(scan_stream(io.BytesIO(data * 200), pats, "re", chunk_size=64))
     assert results.pop("fork") == want
     assert all(got == results["re", 3] for got in results.values()), results

@@ -8,6 +8,7 @@ and say why."""
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -57,11 +58,24 @@ def test_fleet_probe_writes_one_snapshot_per_node(slurm, tmp_path):
     assert fleet["findings"] == []
 
 
+# What each node runs (`fleet probe --command`): on node3 a probe that never answers, as one stuck in
+# a driver call (it waits until its job step is ended); elsewhere this troubleshoot's probe.
+HANGS_ON_NODE3 = textwrap.dedent("""\
+    import os, runpy, sys, threading
+    if os.environ["SLURMD_NODENAME"] == "node3":
+        threading.Event().wait()
+    sys.argv = ["troubleshoot", *sys.argv[1:]]
+    runpy.run_module("troubleshoot", run_name="__main__", alter_sys=True)
+""")
+
+
 def test_a_hanging_node_is_reported_and_the_others_arrive(slurm, tmp_path):
     out = tmp_path / "snaps"
-    env = {**__import__("os").environ, "TROUBLESHOOT_TEST_HANG_NODE": "node3"}
+    probe = tmp_path / "hangs_on_node3.py"
+    probe.write_text(HANGS_ON_NODE3)
+    command = shlex.join([sys.executable, str(probe), "probe", "--format", "json"])
     p = run_cli("fleet", "probe", "--slurm", "--nodes", str(NODES), "--out", str(out), "--python", "/usr/bin/python3",
-                "--timeout", "15", "--format", "json", env=env, timeout=120)
+                "--command", command, "--timeout", "15", "--format", "json", timeout=120)
     assert p.returncode == 1, p.stderr.decode()
     status = {n["node"]: n["status"] for n in json.loads(p.stdout)["nodes"]}
     assert status == {"node1": "ok", "node2": "ok", "node3": "timeout", "node4": "ok"}

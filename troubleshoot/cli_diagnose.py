@@ -78,9 +78,7 @@ def cmd_probe(args, ctx: CommandContext) -> int:
     import json
 
     from troubleshoot import snapshot
-    from troubleshoot.fleet.collect import hang_if_asked
 
-    hang_if_asked()
     snap = ctx.machine().facts
     if args.redact:
         snap = snapshot.redact(snap)

@@ -6,9 +6,9 @@ closed or vanished stdout/stderr (`>&-`, `| head`) loses our messages, never the
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,7 +18,7 @@ from troubleshoot.console import PROG
 
 if TYPE_CHECKING:
     from argparse import Namespace
-    from typing import BinaryIO
+    from typing import Iterator
 
     from troubleshoot.context import CommandContext
     from troubleshoot.run.follow import BackgroundScan
@@ -93,116 +93,44 @@ def _checked_command(args: Namespace) -> tuple[list[str], float]:
     return cmd, grace
 
 
-def _open_log(args: Namespace, cmd: list[str], ctx: CommandContext) -> tuple[BinaryIO, Path, BackgroundScan]:
-    """(the log opened for writing, its path, the scan that reads it as the job writes it)."""
-    from troubleshoot.run import logfile
-    from troubleshoot.run.follow import BackgroundScan
-
-    log, log_path = logfile.open_log(args.log_to or None, cmd)
+@contextlib.contextmanager
+def _warnings_held(ctx: CommandContext) -> Iterator[None]:
+    """Our own warnings (a plugin that failed to load, a hook that raised) wait until the job has
+    ended: until then its output has the terminal."""
+    told, held = ctx.warn, []
+    ctx.warn = held.append
     try:
-        scan = BackgroundScan(str(log_path), ctx)
-    except OSError as exc:
-        log.close()
-        raise TroubleshootError(f"cannot read back the log {log_path}: {exc.strerror or exc}") from None
-    return log, log_path, scan
-
-
-class _Live:
-    """While the job runs: the watcher, and the diagnoses its samples and the log's new lines
-    give (each said once)."""
-
-    def __init__(self, args: Namespace, scan: BackgroundScan, log_path: Path):
-        self.args, self.scan, self.log_path = args, scan, log_path
-        self.watcher: Watcher | None = None
-        self.said: set[str] = set()
-        self.lock = threading.Lock()
-        self.tail: list = []  # (the log's LogTail or None, the live rules), once the rules are loaded
-        self.logging = True  # False once the log could not be written: the scan waits for no more
-
-    def on_start(self, pid: int) -> None:
-        self.scan.start()
-        if not self.args.no_watch:
-            from troubleshoot.run.watch import Watcher  # the job has started: its import delays nothing
-
-            self.watcher = Watcher(pid, self.args.interval, on_sample=self.live).start()
-
-    def on_output(self, data: bytes) -> None:
-        if self.logging:
-            self.scan.appended(len(data))
-        if self.watcher:
-            self.watcher.feed(data)
-
-    def on_log_error(self, exc: OSError) -> None:
-        self.logging = False
-        _say(f"cannot write the log {self.log_path}: {exc.strerror or exc}; logging stopped, the job goes on "
-             f"and the diagnosis covers what was logged")
-
-    def live(self, w: Watcher) -> None:
-        if self.args.quiet or len(w.samples) % 5:
-            return
-        from troubleshoot import pipeline
-        from troubleshoot.sources import LogTail
-
-        self.scan.ready.wait()
-        if self.scan.ruleset is None:
-            return
-        if not self.tail:
-            # A log that is not a regular file (a FIFO, a device) is not read: see BackgroundScan.
-            logged = LogTail(self.log_path) if self.scan.follower is not None else None
-            self.tail.extend((logged, pipeline.live_rules(self.scan.ruleset)))
-        found = pipeline.diagnose_job(self.tail[1], w.facts())
-        if self.tail[0] is not None:
-            found += pipeline.diagnose_new_lines(self.tail[0], self.scan.ruleset)  # the log's new lines
-        for d in found:
-            with self.lock:
-                if d.rule.id not in self.said:
-                    self.said.add(d.rule.id)
-                    _say(f"[{d.severity}] {d.title} (symptom {d.symptom}; still running, full diagnosis at the end)")
-
-
-def _close_log(log: BinaryIO, live: _Live) -> None:
-    """A network file system may report a failed write only now."""
-    try:
-        log.close()
-    except OSError as exc:
-        if live.logging:
-            live.on_log_error(exc)
+        yield
+    finally:
+        ctx.warn = told
+        for w in held:
+            told(w)
 
 
 def cmd_run(args: Namespace, ctx: CommandContext) -> int:
-    """Run the job; our own warnings (a plugin that failed to load, a hook that raised) are held
-    until it has ended."""
+    """Run the job, watched, and diagnose it once it has ended."""
     # Only what starting the job needs comes before it: rules, the scanner and the engine load
     # in a thread once it runs (on a 2-core machine the wrapper's start-up then costs the job
     # nothing), and that thread scans the log as the job writes it.
     from troubleshoot.run import wrapper
     from troubleshoot.run.execfail import ExecError
+    from troubleshoot.run.live import LiveRun
 
     closed = wrapper.std_fds()  # first: no file opened below may land on a closed fd 1 or 2
     cmd, grace = _checked_command(args)
-    told, held = ctx.warn, []
-    ctx.warn = held.append
-    if ctx.options.plugins:
-        ctx.plugins  # a -p plugin that cannot load stops the command before the job starts
-    log, log_path, scan = _open_log(args, cmd, ctx)
-    live = _Live(args, scan, log_path)
-    try:
-        result = wrapper.run(cmd, log, log_path, on_output=live.on_output, on_start=live.on_start, grace=grace,
-                             closed=closed, on_log_error=live.on_log_error)
-    except ExecError as exc:
-        _say(f"error: {exc}")
-        return exc.exit_code
-    finally:
-        if live.watcher:
-            live.watcher.stop()
-        _close_log(log, live)
-        scan.stop()
-        if scan.started:
-            scan.ready.wait()  # the thread has loaded the plugins (and keeps scanning the log's end)
-        ctx.warn = told
-        for w in held:
-            told(w)
-    _conclude(args, result, scan, live.watcher, ctx)
+    with _warnings_held(ctx):
+        if ctx.options.plugins:
+            ctx.plugins  # a -p plugin that cannot load stops the command before the job starts
+        live = LiveRun(args.log_to or None, cmd, ctx, _say, None if args.no_watch else args.interval, args.quiet)
+        try:
+            result = wrapper.run(cmd, live.log, live.log_path, on_output=live.on_output, on_start=live.on_start,
+                                 grace=grace, closed=closed, on_log_error=live.on_log_error)
+        except ExecError as exc:
+            _say(f"error: {exc}")
+            return exc.exit_code
+        finally:
+            live.finish()
+    _conclude(args, result, live.scan, live.watcher, ctx)
     return result.returncode
 
 

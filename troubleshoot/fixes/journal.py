@@ -42,8 +42,9 @@ class UntrustedJournal(TroubleshootError):
 
 
 def state_dir() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "troubleshoot" / "journal"
+    from troubleshoot.userstate import state_dir
+
+    return state_dir("journal")
 
 
 class Entry:

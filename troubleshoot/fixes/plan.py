@@ -168,7 +168,3 @@ class Plan:
     ladder: str | None = None
     rung: str | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def changes_anything(self) -> bool:
-        return any(a.kind not in ("advice",) for a in self.actions)

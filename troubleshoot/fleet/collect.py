@@ -21,9 +21,6 @@ from typing import Callable, Sequence
 
 from troubleshoot.errors import TroubleshootError
 
-# A test hook: `troubleshoot probe` on the node named here blocks instead of probing, so that
-# tests on a real Slurm can show a hanging node being cut off while the others arrive.
-HANG_HOOK = "TROUBLESHOOT_TEST_HANG_NODE"
 GRACE = 5.0  # seconds a terminated step gets before it is killed
 _SAFE_NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,253}$")
 # What may reach Slurm's commands from the command line or from Slurm's own answers: never
@@ -35,13 +32,6 @@ _PARTITION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}(?:,[A-Za-z0-9][A-Za-z
 # first on sys.path, where a json.py or runpy.py would run; this drops it before any import.
 BOOTSTRAP = ("import sys; sys.path[:] = [p for p in sys.path if p]; import runpy; "
              "runpy.run_module('troubleshoot', run_name='__main__', alter_sys=True)")
-
-
-def hang_if_asked() -> None:
-    """Called by `troubleshoot probe`: block forever on the node the test hook names."""
-    node = os.environ.get(HANG_HOOK)
-    if node and node == os.environ.get("SLURMD_NODENAME"):
-        threading.Event().wait()
 
 
 @dataclass
@@ -128,7 +118,7 @@ def allocate(sel: Selection, wait: float = 60) -> str:
 
 
 def _idle_nodes(partition: str) -> list[str]:
-    from troubleshoot.snapshot import valid_node_name
+    from troubleshoot.schemas.nodenames import valid_node_name
 
     up = _run([_tool("sinfo"), "-h", f"--partition={partition}", "-t", "idle,mixed", "-o", "%N"]).stdout.split()
     names = [n for part in up if _HOSTLIST.fullmatch(part) for n in hostnames(part) if valid_node_name(n)]
@@ -189,8 +179,9 @@ def probe_slurm(out_dir: Path, sel: Selection, timeout: float = 60, command: Seq
 
 def _probe_node(job: str, node: str, out_dir: Path, timeout: float, command: list[str]) -> NodeResult:
     from troubleshoot import snapshot
+    from troubleshoot.schemas.nodenames import valid_node_name
 
-    if not snapshot.valid_node_name(node):
+    if not valid_node_name(node):
         return NodeResult(node, "failed", 0.0, error=f"not a valid node name: {node[:80]!r}; not probed")
     started = time.monotonic()
     name = node if _SAFE_NODE.match(node) else re.sub(r"[^A-Za-z0-9._-]", "_", node)[:200] or "node"

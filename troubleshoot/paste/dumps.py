@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from troubleshoot.paste import PASTED_ENV
+from troubleshoot.paste.parsers import PASTED_ENV
 
 # The probe modules these parsers reuse are imported by the parser that needs them: a log
 # without that dump (most logs) does not pay for loading the probe layer.

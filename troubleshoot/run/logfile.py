@@ -152,10 +152,10 @@ def rank_tag() -> str | None:
 
 def state_runs_folder() -> Path:
     """<state>/troubleshoot/runs, made if missing; it and <state>/troubleshoot closed to others."""
-    from troubleshoot.fixes.journal import state_dir
+    from troubleshoot.userstate import state_dir
 
-    tool = state_dir().parent
-    runs = tool / "runs"
+    runs = state_dir("runs")
+    tool = runs.parent
     _make_folder(runs)
     for folder in (tool, runs):
         _close_to_others(folder)

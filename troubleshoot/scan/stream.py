@@ -59,7 +59,7 @@ def make_candidates(patterns: Sequence[ScanPattern], backend: str | None = None,
 def scan_stream(stream: BinaryIO, patterns: Sequence[ScanPattern], backend: str | None = None,
                 chunk_size: int = reader.CHUNK_SIZE, cancel=None,
                 progress: Callable[[int], None] | None = None, threads: int | None = None,
-                fork: bool | None = None, defer: bool = True) -> ScanResult:
+                defer: bool = True) -> ScanResult:
     """Scan a binary stream once; return per (group, role) bounded hit records.
 
     `cancel` (anything with `is_set()`, e.g. a threading.Event) is checked before each chunk:
@@ -67,16 +67,13 @@ def scan_stream(stream: BinaryIO, patterns: Sequence[ScanPattern], backend: str 
     $TROUBLESHOOT_SCAN_ENGINE forces an engine as `backend` does (the benchmark compares them).
     `threads`: helpers beside this thread (None: one per further core, up to
     threaded.MAX_THREADS in all, none on one core or for a small input; see threaded.py).
-    `fork`: None, a regular file of forked.FORK_MIN_BYTES or more is cut into one range per
-    helper, each scanned by a forked process, where this process can fork safely
-    (children.forkable: Linux, one thread, $TROUBLESHOOT_SCAN_FORK not 0), and otherwise the
-    helpers are threads that share hyperscan's pass over each chunk; True, any regular file is
-    forked whatever its size and whatever other threads run (for a caller that knows they hold
-    no lock a child needs, such as a test runner's idle helper threads); False, never. Every
-    helper has ended when this returns. `defer` (a file only): the context patterns hyperscan
-    is slow at are looked for in a second pass, and only for rules whose own patterns matched:
-    the hits of a rule that cannot fire may lack its context lines (`rules why`, which shows
-    them, passes False)."""
+    A regular file of forked.FORK_MIN_BYTES or more is cut into one range per helper, each
+    scanned by a forked process, where this process can fork safely (children.forkable: Linux,
+    one thread, $TROUBLESHOOT_SCAN_FORK not 0); otherwise the helpers are threads that share
+    hyperscan's pass over each chunk. Every helper has ended when this returns. `defer` (a file
+    only): the context patterns hyperscan is slow at are looked for in a second pass, and only
+    for rules whose own patterns matched: the hits of a rule that cannot fire may lack its
+    context lines (`rules why`, which shows them, passes False)."""
     backend = backend or os.environ.get("TROUBLESHOOT_SCAN_ENGINE") or None
     size = reader.stream_size(stream)
     span = reader.file_span(stream)
@@ -87,8 +84,7 @@ def scan_stream(stream: BinaryIO, patterns: Sequence[ScanPattern], backend: str 
     if threads is None:
         threads = threaded.scan_threads(size)
     found = None
-    if threads and span is not None and fork is not False and (fork or (size or 0) >= forked.FORK_MIN_BYTES and
-                                                              forked.forkable()):
+    if threads and span is not None and (size or 0) >= forked.FORK_MIN_BYTES and forked.forkable():
         found = forked.scan(span, patterns, finder, threads + 1, chunk_size, cancel, progress)
     if found is None:
         found = threaded.scan(stream, patterns, finder, threads, chunk_size, cancel, progress)

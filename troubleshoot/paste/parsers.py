@@ -1,0 +1,55 @@
+"""The parsers of pasted dumps, each with the literal strings one of which its dump cannot lack.
+
+A parser is named by its module and function and imported the first time it runs: most logs
+hold no dump, and the parsers' modules (with their regexes) cost ~10 ms to import.
+"""
+
+from __future__ import annotations
+
+
+class LazyParser:
+    """A parser named by its module in this package and its function, imported when first called."""
+
+    __slots__ = ("module", "__name__", "_parse")
+
+    def __init__(self, module: str, name: str):
+        self.module, self.__name__, self._parse = module, name, None
+
+    def __call__(self, lines: list[str]):
+        if self._parse is None:
+            import importlib
+
+            self._parse = getattr(importlib.import_module(f"troubleshoot.paste.{self.module}"), self.__name__)
+        return self._parse(lines)
+
+    def __repr__(self) -> str:
+        return f"troubleshoot.paste.{self.module}.{self.__name__}"
+
+
+# The device-selection variables a pasted environment shows (dumps.environment reads them).
+PASTED_ENV = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
+# Each parser, with literal strings one of which its dump cannot lack (what its patterns require).
+# A log with none of them is never split into lines: most logs hold no dump, and these substring
+# searches cost ~25 ms of CPU per 4 MiB head where running every parser over its lines cost ~190 ms.
+# A needle that starts with "\n" must begin a line.
+PARSERS = (
+    (LazyParser("nvsmi", "query"), ("NVSMI LOG", "\nGPU ")),
+    (LazyParser("nvsmi", "table"), ("Driver Version:",)),
+    (LazyParser("nvsmi", "topology"), ("CPU Affinity",)),
+    (LazyParser("dumps", "lsmod"), ("nvidia", "nouveau")),  # every name in probes.kernel.MODULES holds one of them
+    (LazyParser("dumps", "lspci"), ("LnkSta", "Kernel driver in use")),
+    (LazyParser("dumps", "ldconfig"), ("=>",)),
+    (LazyParser("dumps", "docker_info"), ("Runtimes:",)),
+    # a listed package is its name then blanks ("torch   2.1.0+cu121"); "torch/" paths in tracebacks are not
+    (LazyParser("dumps", "packages"), ("torch ", "torch\t", "tensorflow ", "tensorflow\t", "tensorflow-gpu ", "jax ",
+                                       "jaxlib ", "PyTorch version", "Nvidia driver version")),
+    (LazyParser("dumps", "environment"), tuple(f"{name}=" for name in PASTED_ENV)),
+    # A `troubleshoot run --format json` report first: what the watcher measured wins over snapshots.
+    (LazyParser("runreport", "report"), ('"run":',)),
+    # GPU monitoring loops (troubleshoot.paste.monitor): their readings become run.* facts together;
+    # the CPU-side dumps (monitor.CPU_PARSERS) are looked for only where one of these is found,
+    # since no rule reads CPU state without GPU utilisation.
+    (LazyParser("monitor", "dmon"), ("Idx",)),  # the units line ("# Idx     W ...") dmon prints under its header
+    (LazyParser("monitor", "query_csv"), ("utilization.gpu",)),
+    (LazyParser("monitor", "tables"), ("Driver Version:",)),  # the table parser's needle: searched once for both
+)
