@@ -303,7 +303,7 @@ class RamDisk(Fixer):
         actions.append(Advice(f"Point the DataLoader at `{path}`. A RAM disk's content is lost on reboot and counts "
                               f"against the machine's memory (and a container's memory limit)."))
         notes = () if ceiling else ("Memory unknown (no snapshot): check `free -g` and the container's limit before "
-                                    f"applying; a RAM disk larger than free memory leads to OOM kills.",)
+                                    "applying; a RAM disk larger than free memory leads to OOM kills.",)
         return Plan(self.id, self.title, {**params, "size": size, "path": path}, tuple(actions), notes=notes,
                     verify=Verify(f"{path} is a tmpfs mount", argv=("mountpoint", "-q", path)))
 

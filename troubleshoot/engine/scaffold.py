@@ -146,9 +146,9 @@ def render(s: Scaffold, rid: str, symptom: str, sev: str, similar: str | None = 
     head = s.body or s.line
     title = head if len(head) <= 70 else head[:67] + "..."
     lines = [
-        f"# Scaffolded by `troubleshoot rules new` from one log line. Before sharing it: name the cause",
-        f"# in the title, write what happened and how to confirm it, make the no_match a real near miss",
-        f"# (the same words in a harmless line), and run `troubleshoot rules lint` and `rules test`.",
+        "# Scaffolded by `troubleshoot rules new` from one log line. Before sharing it: name the cause",
+        "# in the title, write what happened and how to confirm it, make the no_match a real near miss",
+        "# (the same words in a harmless line), and run `troubleshoot rules lint` and `rules test`.",
     ]
     if similar:
         lines.append(f"# A loaded rule also matches this line: {similar} (add `refines: [{similar}]` if this one is"
