@@ -215,6 +215,8 @@ def test_bad_path_arguments_are_one_line_errors(tmp_path, capsys):
     a_file = tmp_path / "file.txt"
     a_file.write_text("x\n")
     missing = tmp_path / "missing"
+    empty = tmp_path / "empty"  # tmp_path itself holds the command's cache and state folders
+    empty.mkdir()
     cases = [
         (["fix", "raise-nofile", "--root", str(a_file)], str(a_file)),
         (["fix", "raise-nofile", "--root", str(a_file), "--apply", "--yes"], str(a_file)),
@@ -226,7 +228,7 @@ def test_bad_path_arguments_are_one_line_errors(tmp_path, capsys):
         (["diagnose", "--follow", str(missing)], str(missing)),
         (["rules", "why", "torch-cuda-oom", "--log", str(tmp_path)], str(tmp_path)),
         (["rules", "why", "torch-cuda-oom", "--snapshot", str(missing)], str(missing)),
-        (["fix", "--rule", "torch-cuda-oom", "--log", str(tmp_path)], str(tmp_path)),
+        (["fix", "--rule", "torch-cuda-oom", "--log", str(empty)], str(empty)),
         (["probe", "--save", str(tmp_path)], str(tmp_path)),
         (["rules", "list", "--rules", str(missing)], str(missing)),
         (["fleet", "diagnose", str(a_file)], str(a_file)),
