@@ -9,15 +9,6 @@ from troubleshoot_fixers.facts import fact, version_fact
 from troubleshoot.fixes.api import Fixer, FixerError, Param
 from troubleshoot.fixes.plan import Advice, Plan, RunCommand, Verify
 
-# CUDA minor-version compatibility: the oldest Linux driver that runs any X.y runtime. 11.x-13.x:
-# NVIDIA's CUDA Compatibility guide (docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html)
-# and the CUDA Toolkit Release Notes' "Minimum Required Driver Version for CUDA Minor Version
-# Compatibility" table; before 11 (no minor-version compatibility), each release's minimum Linux
-# driver from the release notes' "CUDA Toolkit and Corresponding Driver Versions" table
-# (docs.nvidia.com/cuda/cuda-toolkit-release-notes).
-DRIVER_FLOOR = [("13.0", "580"), ("12.0", "525.60.13"), ("11.0", "450.80.02"), ("10.2", "440.33"),
-                ("10.1", "418.39"), ("10.0", "410.48"), ("9.2", "396.26"), ("9.0", "384.81")]
-
 
 # The interpreter named by the facts runs pip: it must be a python executable, by a plain path.
 PYTHON = re.compile(r"(?:/[^/\x00-\x1f\x7f]+)*/python[0-9.]*|python[0-9.]*")
@@ -36,13 +27,10 @@ def _interpreter(snapshot) -> str:
 
 
 def driver_floor(cuda: str) -> str | None:
-    v = parse_version(cuda)
-    for floor_cuda, driver in DRIVER_FLOOR:
-        if v is not None and v >= parse_version(floor_cuda):
-            return driver
-    return None
+    """The oldest driver that runs CUDA `cuda` (NVIDIA's table, troubleshoot/data/cuda-drivers.yaml)."""
+    from troubleshoot.cudadrivers import minimum_driver
 
-
+    return minimum_driver(cuda)
 
 
 def _torch_install(python: str, dv, driver_cuda: str, snapshot):

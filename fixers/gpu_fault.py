@@ -22,8 +22,12 @@ from troubleshoot.fixes.api import Fixer, FixerError, Param
 from troubleshoot.fixes.executor import ladder_attempts
 from troubleshoot.fixes.plan import Advice, Plan, RunCommand, Verify
 
+# The escalation ladder: the catalog's actions a repeated fault climbs, one rung per attempt.
 LADDER = ("restart-app", "reset-gpu", "reboot", "contact-support")
-ACTIONS = LADDER + ("ignore", "check-mechanicals", "restart-fabric-manager", "drain-p2p", "recover-imex-domain")
+# Every action of the Xid catalog (rules/xid-catalog.yaml `actions`; a test keeps them equal):
+# the parameter's choices are read when the plugin loads, before any catalog is.
+ACTIONS = ("ignore", "restart-app", "check-mechanicals", "restart-fabric-manager", "drain-p2p", "reset-gpu",
+           "recover-imex-domain", "reboot", "contact-support")
 # Services that keep a GPU open and block a reset; stopped around it, started again after.
 HOLDERS = ("nvidia-persistenced", "nvidia-dcgm", "dcgm", "nvidia-fabricmanager")
 PCI = r"(?:[0-9A-Fa-f]{4,8}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?"

@@ -1,5 +1,5 @@
-"""The driver branch -> newest CUDA table shipped as data (troubleshoot/data/cuda-drivers.yaml)
-and the CUDA version a pasted driver stands for."""
+"""NVIDIA's driver and CUDA tables shipped as data (troubleshoot/data/cuda-drivers.yaml): the
+CUDA version a pasted driver stands for, and the oldest driver a CUDA runtime needs."""
 
 import pytest
 
@@ -36,3 +36,19 @@ def test_a_pasted_driver_without_cuda_version_gets_it_from_the_table():
     assert got.facts["nvml"]["driver_version"] == "470.82.01"
     assert got.facts["nvml"]["cuda_driver_version"] == "11.4"
     assert got.lines["nvml.cuda_driver_version"] == got.lines["nvml.driver_version"]
+
+
+# The oldest driver each CUDA runtime needs, as the framework fixer has always proposed it.
+MINIMUM = {"13.0": "580", "12.0": "525.60.13", "11.0": "450.80.02", "10.2": "440.33", "10.1": "418.39",
+           "10.0": "410.48", "9.2": "396.26", "9.0": "384.81"}
+
+
+@pytest.mark.parametrize("cuda,driver", [
+    *MINIMUM.items(),
+    ("13.1", "580"), ("12.8", "525.60.13"), ("11.8", "450.80.02"),  # minor-version compatibility
+    ("8.0", None), ("x", None),
+])
+def test_a_cuda_runtime_needs_the_oldest_driver_of_its_row(cuda, driver):
+    from troubleshoot_fixers.framework import driver_floor
+
+    assert cudadrivers.minimum_driver(cuda) == driver == driver_floor(cuda)

@@ -293,3 +293,13 @@ def test_gpud_xid_119_fixture_in_time(shipped):
     d = pipeline.run(None, ruleset=shipped, log_text=text).diagnoses[0]
     assert (d.symptom, d.action, d.xid["code"], d.xid["pci"]) == ("gpu-hardware-fault", "reset-gpu", 119, "0000:9b:00")
     assert d.count == 5
+
+
+def test_the_fixers_action_choices_are_the_catalogs_actions_most_drastic_last():
+    from troubleshoot.engine import xid
+    from troubleshoot_fixers import gpu_fault
+
+    order = tuple(xid.load_catalog().actions)
+    assert gpu_fault.ACTIONS == order
+    assert [gpufaults.action_rank(a) for a in gpu_fault.LADDER] == sorted(gpufaults.action_rank(a) for a in gpu_fault.LADDER)
+    assert gpufaults.action_rank("contact-support") == len(order) - 1 and gpufaults.action_rank("nonsense") == -1

@@ -66,6 +66,7 @@ def follow(args, ctx: CommandContext) -> int:
 def _watch(tail, watcher, pid: int | None, ruleset) -> None:
     """New diagnoses, each rule once, until the process ends (or Ctrl-C)."""
     from troubleshoot import pipeline
+    from troubleshoot.report.text import one_line
 
     live_rules = pipeline.live_rules(ruleset) if watcher is not None else None
     said: set[str] = set()
@@ -76,8 +77,7 @@ def _watch(tail, watcher, pid: int | None, ruleset) -> None:
         for d in found:
             if d.rule.id not in said:
                 said.add(d.rule.id)
-                print(terminal_safe(f"new: [{d.severity}] {d.title} (symptom {d.symptom}, rule {d.rule.id})",
-                                    keep_newlines=False), flush=True)
+                print("new: " + one_line(d), flush=True)
         if pid is not None and not _alive(pid):
             print(f"troubleshoot: process {pid} ended", file=sys.stderr)
             return

@@ -1,5 +1,5 @@
-"""NVIDIA's table of the newest CUDA each driver branch runs (data/cuda-drivers.yaml, shipped with
-the package), read once, and the CUDA version a driver version stands for."""
+"""NVIDIA's tables of drivers and CUDA versions (data/cuda-drivers.yaml, shipped with the
+package), read once: the newest CUDA a driver runs, and the oldest driver a CUDA runtime needs."""
 
 from __future__ import annotations
 
@@ -10,14 +10,40 @@ TABLE = ("data", "cuda-drivers.yaml")
 
 
 @functools.lru_cache(maxsize=1)
-def driver_branches() -> tuple[tuple[int, str], ...]:
-    """(driver branch, the newest CUDA it runs), newest branch first."""
-    import yaml  # only a log that names a driver without its CUDA version needs the table
+def _tables() -> dict:
+    import yaml  # only a log that names a driver without its CUDA version, or a fixer, needs it
 
     folder, name = TABLE
     text = resources.files("troubleshoot").joinpath(folder).joinpath(name).read_text(encoding="utf-8")
-    rows = yaml.safe_load(text)["driver_branches"]
+    return yaml.safe_load(text)
+
+
+@functools.lru_cache(maxsize=1)
+def driver_branches() -> tuple[tuple[int, str], ...]:
+    """(driver branch, the newest CUDA it runs), newest branch first."""
+    rows = _tables()["driver_branches"]
     return tuple(sorted(((int(branch), str(cuda)) for branch, cuda in rows.items()), reverse=True))
+
+
+@functools.lru_cache(maxsize=1)
+def minimum_drivers() -> tuple[tuple[str, str], ...]:
+    """(oldest CUDA release a row covers, the oldest driver that runs it), newest first."""
+    from troubleshoot.values import parse_version
+
+    rows = _tables()["minimum_drivers"]
+    return tuple(sorted(((str(cuda), str(driver)) for cuda, driver in rows.items()),
+                        key=lambda row: parse_version(row[0]), reverse=True))
+
+
+def minimum_driver(cuda: str) -> str | None:
+    """The oldest Linux driver that runs a CUDA `cuda` runtime (`12.4` -> `525.60.13`); None for
+    a CUDA older than the table or a version that is not one."""
+    from troubleshoot.values import parse_version
+
+    v = parse_version(cuda)
+    if v is None:
+        return None
+    return next((driver for floor, driver in minimum_drivers() if v >= parse_version(floor)), None)
 
 
 def cuda_of_driver(driver: str) -> str | None:

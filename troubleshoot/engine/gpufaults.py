@@ -28,9 +28,6 @@ from troubleshoot.errors import TroubleshootError
 if TYPE_CHECKING:
     from troubleshoot.model import Diagnosis
 
-# Most drastic last: when one code's lines disagree (NVLink5 units), the most drastic action wins.
-ACTION_ORDER = ("ignore", "restart-app", "check-mechanicals", "restart-fabric-manager", "drain-p2p", "reset-gpu",
-                "recover-imex-domain", "reboot", "contact-support")
 # The follow-the-other-Xid workflow when no other Xid is there and the machine has an NVSwitch
 # fabric: the catalog's investigatory column says RESTART_FM.
 SOLO_ON_NVSWITCH = ("restart-fabric-manager", "warning")
@@ -52,7 +49,9 @@ class Verdict:
 
 
 def action_rank(action: str | None, unknown: int = -1) -> int:
-    return ACTION_ORDER.index(action) if action in ACTION_ORDER else unknown
+    """How drastic `action` is: its place in the catalog's actions, listed least drastic first."""
+    order = tuple(load_catalog().actions)
+    return order.index(action) if action in order else unknown
 
 
 def verdict(code: int, text: str = "", others: tuple[int, ...] = (), nvswitch: bool = False,

@@ -48,6 +48,14 @@ def render(diagnoses: Sequence[Diagnosis], colour: bool = False, limit: int | No
     return "\n".join(out)
 
 
+def one_line(d: Diagnosis, still_running: bool = False) -> str:
+    """A diagnosis on one line, as `diagnose --follow` and `run` print each as it first fires;
+    `still_running`: the job is, and its full diagnosis comes when it ends."""
+    v = diagnosis_view(d)
+    where = f"symptom {v.symptom}, rule {v.rule}" + ("; still running, full diagnosis at the end" if still_running else "")
+    return terminal_safe(f"[{v.severity}] {v.title} ({where})", keep_newlines=False)
+
+
 def _markdown(text: str, rich: bool, colour: bool, indent: str) -> list[str]:
     if rich:
         width = min(shutil.get_terminal_size((100, 24)).columns, 100) - len(indent)

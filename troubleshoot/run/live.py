@@ -59,6 +59,7 @@ class LiveRun:
         if self.quiet or len(w.samples) % LIVE_EVERY:
             return
         from troubleshoot import pipeline
+        from troubleshoot.report.text import one_line
 
         self.scan.ready.wait()
         if self.scan.ruleset is None:
@@ -76,7 +77,7 @@ class LiveRun:
             with self.lock:
                 if d.rule.id not in self.said:
                     self.said.add(d.rule.id)
-                    self.say(f"[{d.severity}] {d.title} (symptom {d.symptom}; still running, full diagnosis at the end)")
+                    self.say(one_line(d, still_running=True))
 
     def finish(self) -> None:
         """The job has ended (or never started): stop the watcher, close the log, and let the
