@@ -16,8 +16,9 @@ torch = pytest.importorskip("torch")
 
 EXAMPLES = [
     ("cuda_on_cpu_build.py", "framework-cuda-unavailable", 1),
-    ("too_many_open_files.py", "too-many-open-files", 1),
-    ("nan_loss_anomaly.py", "nan-loss", 1),
+    # A job of a few seconds each, beside the one above that shows the wrapper's path end to end.
+    pytest.param("too_many_open_files.py", "too-many-open-files", 1, marks=pytest.mark.slow),
+    pytest.param("nan_loss_anomaly.py", "nan-loss", 1, marks=pytest.mark.slow),
     # About ten seconds on a loaded 2-core machine (it fills memory until the limit kills it).
     pytest.param("host_oom.py", "host-oom", 1, marks=pytest.mark.slow),
     # These two run for about ten seconds each, so that the watcher sees the trend.

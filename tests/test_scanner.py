@@ -104,6 +104,7 @@ def test_empty_input():
     assert r.total_lines == 0 and r.hits == {}
 
 
+@pytest.mark.slow  # every example through every engine (several seconds); the default suite checks each engine's own cases
 def test_engines_agree_on_every_shipped_rule_example():
     """All shipped patterns at once over every real line in the rules' examples: the fast
     engines propose lines, the verifier decides, so each engine must report the same hits."""

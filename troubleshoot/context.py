@@ -20,6 +20,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
+from troubleshoot.console import print_warning
 from troubleshoot.errors import TroubleshootError
 
 if TYPE_CHECKING:
@@ -77,12 +78,6 @@ class Machine:
     warnings: tuple[str, ...] = ()  # a snapshot's (already told through the context's warn)
 
 
-def _stderr_warning(message: str) -> None:
-    from troubleshoot.textsafe import terminal_safe
-
-    print(f"troubleshoot: warning: {terminal_safe(str(message), keep_newlines=False)}", file=sys.stderr)
-
-
 @dataclass
 class CommandContext:
     """One command's plugins, probes, facts, rules, logs and output settings (see the module)."""
@@ -90,7 +85,7 @@ class CommandContext:
     options: Options
     # Told each problem once, as it is found: a plugin that failed to load, a hook that raised,
     # two probes of one name, a snapshot's warnings. The TUI points it at a notification.
-    warn: Callable[[str], None] = _stderr_warning
+    warn: Callable[[str], None] = print_warning
     stdin_log: bool = False  # no --log, and stdin is a pipe this command reads as its log
     no_color: bool = False  # NO_COLOR was set when the command started
     _plugins: Plugins | None = field(default=None, repr=False)
@@ -366,7 +361,7 @@ def build(options: Options | Any, warn: Callable[[str], None] | None = None,
     opts = options if isinstance(options, Options) else Options.from_args(options)
     stdin_log = (opts.command in READS_STDIN and not opts.logs and opts.follow is None
                  and not _isatty(sys.stdin))
-    ctx = CommandContext(opts, warn or _stderr_warning, stdin_log=stdin_log,
+    ctx = CommandContext(opts, warn or print_warning, stdin_log=stdin_log,
                          no_color=bool(os.environ.get("NO_COLOR")))
     ctx._plugins = plugins
     return ctx
