@@ -81,6 +81,14 @@ def test_a_captured_value_that_spells_a_placeholder_is_shown_as_read(rules_dir):
     assert "• Look at {what}  (advice)" in tui_text(diagnosis_view(d))
 
 
+def test_a_captured_value_with_dotted_braces_is_shown_as_read(rules_dir):
+    # `{cfg.lr}` names no placeholder of the rule: it is the log's text, not a missing fact.
+    [d] = diagnose(rules_dir, PLACEHOLDER_RULE, "STALL {cfg.lr}\n")
+    out = text.render([d])
+    assert "Stalled at {cfg.lr} on [what: not in the log]" in out.replace("\\", "")
+    assert "cfg.lr: not in the facts" not in out + tui_text(diagnosis_view(d))
+
+
 def test_evidence_is_cut_at_the_match_before_it_is_quoted(rules_dir):
     [d] = diagnose(rules_dir, PLACEHOLDER_RULE, "\x07bell STALL 7 ON /mnt tail\n")
     [e] = diagnosis_view(d).evidence

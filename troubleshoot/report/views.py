@@ -163,14 +163,16 @@ def action_line(d: Diagnosis) -> str:
 
 def _filler(rule: Rule, captured: Mapping[str, str]):
     """Word each placeholder the engine left unfilled (an optional group that did not take
-    part, a fact not probed). Braces that name nothing the rule provides (code) stay, and so do
-    the names of captures that were filled: a value from a log that spells one shows as read."""
-    captures = set(rule.captures) - set(captured)
+    part, a fact not probed). Only names the rule's own texts hold as placeholders are worded:
+    braces that name nothing the rule provides (code) stay, and so do the names of captures that
+    were filled, so a value from a log that spells `{name}` or `{a.b}` mostly shows as read."""
+    written = _placeholders_of(rule)
+    captures = (set(rule.captures) - set(captured)) & written
     catalog: set[str] = set()
     if rule.catalog is not None:  # what a `catalog: xid` rule may name besides its captures
         from troubleshoot.engine.xid import CATALOG_WORDS
 
-        catalog = {*CATALOG_WORDS, "xid"}
+        catalog = {*CATALOG_WORDS, "xid"} & written
 
     def word(m: re.Match) -> str:
         name = m.group(1)
@@ -178,11 +180,20 @@ def _filler(rule: Rule, captured: Mapping[str, str]):
             return f"[{name}: not in the log]"
         if name in catalog:
             return f"[{name}: not in the Xid catalog]"
-        if "." in name:
+        if "." in name and name in written:
             return f"[{name}: not in the facts]"
         return m.group(0)
 
     return lambda text: _PLACEHOLDER.sub(word, text) if "{" in text else text
+
+
+def _placeholders_of(rule: Rule) -> frozenset[str]:
+    """The `{names}` the rule's explanation, context notes and fixes are written with."""
+    texts = [rule.explain, *(n.note for n in rule.context)]
+    for f in rule.fixes:
+        texts.append(f.title)
+        texts += [v for v in f.params.values() if isinstance(v, str)]
+    return frozenset(m.group(1) for t in texts if isinstance(t, str) for m in _PLACEHOLDER.finditer(t))
 
 
 def _found_by(d: Diagnosis) -> str:
