@@ -4,13 +4,14 @@ package), read once: the newest CUDA a driver runs, and the oldest driver a CUDA
 from __future__ import annotations
 
 import functools
-from importlib import resources
 
 TABLE = ("data", "cuda-drivers.yaml")
 
 
 @functools.lru_cache(maxsize=1)
 def _tables() -> dict:
+    from importlib import resources
+
     import yaml  # only a log that names a driver without its CUDA version, or a fixer, needs it
 
     folder, name = TABLE

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Iterable, Mapping
 
-from troubleshoot.engine import cmdquote, conditions, gpufaults
+from troubleshoot.engine import cmdquote, conditions
 from troubleshoot.scan import ScanPattern, ScanResult, series_view
 from troubleshoot.model import SEVERITIES, Diagnosis, Evidence, Fix, Rule
 from troubleshoot.textsafe import markdown_inline
@@ -96,7 +96,7 @@ class RuleTrace:
 
 def trace_rule(rule: Rule, scan: ScanResult | None, facts: Mapping | None) -> RuleTrace:
     """Evaluate one rule against a scan and facts, recording the outcome of each part."""
-    return _trace(rule, scan, gpufaults.with_verdicts(facts))
+    return _trace(rule, scan, _with_verdicts(facts))
 
 
 def _trace(rule: Rule, scan: ScanResult | None, facts: Mapping | None) -> RuleTrace:
@@ -165,7 +165,7 @@ def diagnose(rules: Iterable[Rule], scan: ScanResult | None, facts: Mapping | No
 def fired(rules: Iterable[Rule], scan: ScanResult | None, facts: Mapping | None = None) -> list[Diagnosis]:
     """The fired rules as diagnoses (refined ones dropped), not yet related or ranked: what
     several sources' results are merged from before ranking them together."""
-    facts = gpufaults.with_verdicts(facts)
+    facts = _with_verdicts(facts)
     traces = [_trace(r, scan, facts) for r in rules]
     hits = [t for t in traces if t.fired]
     by_id = {t.rule.id: t.rule for t in hits}
@@ -186,7 +186,22 @@ def fired(rules: Iterable[Rule], scan: ScanResult | None, facts: Mapping | None 
             diagnoses += _xid_diagnoses(t, scan, facts, covered.get(t.rule.id, set()), codes)
         else:
             diagnoses.append(_diagnosis(t, facts))
+    if not any(d.xid for d in diagnoses):
+        return diagnoses
+    from troubleshoot.engine import gpufaults
+
     return gpufaults.follow_recovery_changes(diagnoses)
+
+
+def _with_verdicts(facts: Mapping | None) -> Mapping | None:
+    """gpufaults.with_verdicts, loaded only for facts that hold Xid events (most diagnoses have
+    none, and the Xid catalog's modules cost a small diagnosis a tenth of its start-up)."""
+    kernel = facts.get("kernel") if isinstance(facts, Mapping) else None
+    if not (isinstance(kernel, Mapping) and kernel.get("xid_events")):
+        return facts
+    from troubleshoot.engine import gpufaults
+
+    return gpufaults.with_verdicts(facts)
 
 
 def _parts(t: RuleTrace, scan: ScanResult | None) -> set[str]:
@@ -197,6 +212,8 @@ def _parts(t: RuleTrace, scan: ScanResult | None) -> set[str]:
 def _xid_diagnoses(t: RuleTrace, scan: ScanResult, facts: Mapping | None, skip: set[str],
                    codes: tuple[int, ...]) -> list[Diagnosis]:
     """One diagnosis per Xid code of a catalog rule, with the verdict's symptom, severity and action."""
+    from troubleshoot.engine import gpufaults
+
     hits = scan.get(t.rule.id, LOG_ROLE)
     out = []
     for code, part in (hits.parts.items() if hits else ()):

@@ -1,5 +1,7 @@
 """What every front end shows of a diagnosis, a rule and an applied fix: one view model each,
-built by one function from the model objects.
+built by one function from the model objects. The views are typed named tuples: as immutable
+as frozen dataclasses, and a tenth of their cost to define (this module is imported by every
+command that prints a diagnosis).
 
 The text report, the Markdown report, the JSON document, `rules show`, `history` and the TUI
 render these views and decide only how they look. What they show is decided here once: which
@@ -19,8 +21,7 @@ import os
 import re
 import shlex
 import textwrap
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Protocol, Sequence
 
 from troubleshoot.textsafe import terminal_safe
 
@@ -47,8 +48,7 @@ def safe_block(text: object) -> str:
 
 # ------------------------------------------------------------------ diagnoses
 
-@dataclass(frozen=True)
-class Invocation:
+class Invocation(NamedTuple):
     """How a printed command repeats the one that made the diagnoses (`troubleshoot fix
     --rule ...` must read the same logs, facts and rules)."""
 
@@ -65,8 +65,7 @@ class Invocation:
         return cls(tuple(log_args), tuple(facts_args), tuple(hint_args))
 
 
-@dataclass(frozen=True)
-class EvidenceView:
+class EvidenceView(NamedTuple):
     """A log line (`line` its number) or a fact (`path` its path), one terminal-safe line cut
     into the part before the match, the match and the rest."""
 
@@ -83,8 +82,7 @@ class EvidenceView:
         return self.before + self.match + self.after
 
 
-@dataclass(frozen=True)
-class FactView:
+class FactView(NamedTuple):
     """A fact a diagnosis used: its path, its value, and the machine it describes."""
 
     path: str
@@ -92,16 +90,14 @@ class FactView:
     machine: str
 
 
-@dataclass(frozen=True)
-class FixView:
+class FixView(NamedTuple):
     fixer: str
     title: str  # the fix's title, else its fixer
     params: tuple[tuple[str, str], ...]  # (name, value) but the advice text, one line each
     advice: str  # the advice's Markdown (its `text` parameter, dedented), or ""
 
 
-@dataclass(frozen=True)
-class DiagnosisView:
+class DiagnosisView(NamedTuple):
     key: str  # one per diagnosis: a rule gives one per Xid code
     rule: str
     symptom: str
@@ -293,15 +289,13 @@ def diagnosis_record(d: Diagnosis) -> dict:
 
 # ------------------------------------------------------------------ rules
 
-@dataclass(frozen=True)
-class RuleFixView:
+class RuleFixView(NamedTuple):
     fixer: str
     title: str  # "" when the rule gives none
     params: tuple[tuple[str, str], ...]  # (name, value as written: text, else JSON), terminal-safe
 
 
-@dataclass(frozen=True)
-class RuleView:
+class RuleView(NamedTuple):
     id: str
     title: str
     symptom: str
@@ -357,8 +351,7 @@ def near(path: str) -> str:
 
 # ------------------------------------------------------------------ applied fixes
 
-@dataclass(frozen=True)
-class StepView:
+class StepView(NamedTuple):
     index: int
     kind: str
     title: str
@@ -366,8 +359,7 @@ class StepView:
     target: str  # the file it changed, or ""
 
 
-@dataclass(frozen=True)
-class HistoryView:
+class HistoryView(NamedTuple):
     """An applied fix as the journal records it; a journal that cannot be trusted is listed
     with status "corrupt" and why, and can be neither trusted nor undone."""
 
