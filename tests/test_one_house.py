@@ -17,6 +17,7 @@ import pytest
 
 from conftest import REPO, run_cli
 from procwait import read_pty
+from test_tui import wait_for
 
 BASE = REPO / "tests" / "fixtures" / "snapshots" / "base.json"
 PASTED = REPO / "tests" / "fixtures" / "pasted"
@@ -176,17 +177,6 @@ def test_fix_reads_the_folder_that_diagnose_read():
 
 
 # ------------------------------------------------------------------ the TUI: rank folders, lint, probe areas
-
-
-async def wait_for(pilot, predicate, timeout=60.0):
-    import asyncio
-
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not predicate():
-        if loop.time() > end:
-            raise AssertionError("timed out waiting")
-        await pilot.pause(0.05)
 
 
 @pytest.mark.asyncio

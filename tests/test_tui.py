@@ -15,7 +15,7 @@ OOM_LOG = str(REPO / "examples" / "logs" / "cuda-oom.log")
 BASE = REPO / "tests" / "fixtures" / "snapshots" / "base.json"
 
 
-async def wait_for(pilot, predicate, timeout=30.0):
+async def wait_for(pilot, predicate, timeout=60.0):
     loop = asyncio.get_running_loop()
     end = loop.time() + timeout
     while not predicate():
