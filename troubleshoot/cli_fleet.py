@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.textsafe import terminal_safe
-from troubleshoot.console import PROG
+from troubleshoot.console import MAX_WARNINGS, PROG, print_warning
 
 if TYPE_CHECKING:
     from troubleshoot.context import CommandContext
@@ -86,8 +86,8 @@ def _diagnose(args, ctx: CommandContext) -> int:
     from troubleshoot.report import fleet_text
 
     res = diagnose_fleet(Path(args.dir), ctx.ruleset(), list(ctx.options.logs))
-    for w in res.warnings[:12]:
-        print(terminal_safe(f"{PROG}: warning: {w}", False), file=sys.stderr)
+    for w in res.warnings[:MAX_WARNINGS]:
+        print_warning(w)
     if args.format == "json":
         sys.stdout.write(fleet_text.render_json(res))
     elif args.format == "tui":

@@ -149,10 +149,10 @@ def _conclude(args: Namespace, result: RunResult, scan: BackgroundScan, watcher:
     ruleset, scanned = scan.result()
     with scanned:
         res = pipeline.diagnose_scanned(scanned, ctx.sources([scan.source], facts or None, "machine facts"), ruleset)
-    live_rules = pipeline.live_rules(ruleset).rules
+    live_ids = {r.id for r in pipeline.live_rules(ruleset).rules}
     # A job that succeeded still gets what its output or the watcher showed (a recovered OOM,
     # data loading dominating steps, memory climbing); machine-only findings need a failure.
-    diagnoses = res.diagnoses if failed else [d for d in res.diagnoses if d.count or d.rule in live_rules]
+    diagnoses = res.diagnoses if failed else [d for d in res.diagnoses if d.count or d.rule.id in live_ids]
     _tell_end(args, result, watcher)
     if args.format == "json":
         _write_report(args, result, diagnoses, run_facts)

@@ -75,7 +75,6 @@ class Machine:
 
     facts: dict | None
     origin: str | None  # "this machine", "snapshot FILE"; None: no facts (--no-probe)
-    warnings: tuple[str, ...] = ()  # a snapshot's (already told through the context's warn)
 
 
 @dataclass
@@ -204,7 +203,7 @@ class CommandContext:
             loaded = snapshot.load(self.options.snapshot)
             for w in loaded.warnings:
                 self.warn(w)
-            return Machine(loaded.facts, f"snapshot {self.options.snapshot}", tuple(loaded.warnings))
+            return Machine(loaded.facts, f"snapshot {self.options.snapshot}")
         if not self.options.probe:
             return Machine(None, None)
         return Machine(self.probe(), THIS_MACHINE)

@@ -70,18 +70,35 @@ class _Unit:
     pasted: paste.Pasted | None = None  # state dumps in the log: facts of the machine it came from
 
 
+class _Spools:
+    """Where the rank spools of merged logs go: a temporary folder made only once a merged log
+    needs one (a followed log's new lines, read every second, need none)."""
+
+    def __init__(self) -> None:
+        self._tmp: tempfile.TemporaryDirectory | None = None
+
+    def folder(self) -> str:
+        """A new folder for one log's spools."""
+        if self._tmp is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="troubleshoot-ranks-")
+        return tempfile.mkdtemp(dir=self._tmp.name)
+
+    def cleanup(self) -> None:
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+
 class Scanned:
     """The logs of one command, each read and scanned once. Diagnosing them again with other
     facts (probes that finished after the scan) never reads a log a second time. Rank spools
     of a merged log live until `close()` (a `with` block closes it)."""
 
-    def __init__(self, units: list[_Unit], tmp: tempfile.TemporaryDirectory | None):
-        self.units, self._tmp = units, tmp
+    def __init__(self, units: list[_Unit], spools: _Spools):
+        self.units, self._spools = units, spools
 
     def close(self) -> None:
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
+        self._spools.cleanup()
 
     def __enter__(self) -> "Scanned":
         return self
@@ -95,17 +112,16 @@ def read_sources(logs: Sequence[LogSource], ruleset: RuleSet, cancel=None, progr
     """Scan every log once. `cancel` (a threading.Event) stops between two chunks (ScanCancelled);
     `progress(bytes_read)` follows the log being read; `opener(source)` gives a log's stream
     instead of its file (`troubleshoot run` reads the log as the job writes it)."""
-    tmp = tempfile.TemporaryDirectory(prefix="troubleshoot-ranks-") if logs else None
+    spools = _Spools()
     units: list[_Unit] = []
     try:
         patterns = scan_patterns(ruleset.rules) if logs else None
         for i, src in enumerate(logs):
-            units += _read(src, i, ruleset, patterns, tmp.name, cancel, progress, opener)
+            units += _read(src, i, ruleset, patterns, spools, cancel, progress, opener)
     except BaseException:
-        if tmp is not None:
-            tmp.cleanup()
+        spools.cleanup()
         raise
-    return Scanned(units, tmp)
+    return Scanned(units, spools)
 
 
 def diagnose_sources(sources: Sources, ruleset: RuleSet,
@@ -143,7 +159,7 @@ def _lines(units: list[_Unit]) -> int:
     return sum(u.scan.total_lines for u in units)
 
 
-def _read(src: LogSource, order: int, ruleset: RuleSet, patterns, tmp: str, cancel=None,
+def _read(src: LogSource, order: int, ruleset: RuleSet, patterns, spools: _Spools, cancel=None,
           progress=None, opener=None) -> list[_Unit]:
     if src.text is not None:
         stream: BinaryIO = io.BytesIO(src.text.encode("utf-8", "surrogateescape"))
@@ -163,7 +179,7 @@ def _read(src: LogSource, order: int, ruleset: RuleSet, patterns, tmp: str, canc
             pasted = paste.read_head(ahead[: paste.HEAD_BYTES])
             del ahead  # the scan's read-ahead lets go of it once read (peak memory)
             return [_Unit(src, _scan(peeked, patterns, src.name, cancel, progress), order, pasted=pasted)]
-        folder = tempfile.mkdtemp(dir=tmp)
+        folder = spools.folder()
         out = []
         for spool in logfiles.split(peeked, folder):
             tagged = replace(src, rank=src.rank if spool.rank is None else spool.rank,

@@ -142,10 +142,6 @@ class FixService:
                 break
         return done
 
-    def undo(self, eid: str, force: bool = False) -> UndoResult:
-        return undo(eid, force)
-
-
 def undo(eid: str, force: bool = False) -> UndoResult:
     """Restore the files of an applied fix (the journal's `eid`): the CLI's `undo`, the TUI's
     History. Needs no fixer, so no plugin is loaded for it."""

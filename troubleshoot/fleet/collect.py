@@ -22,7 +22,6 @@ from typing import Callable, Sequence
 from troubleshoot.errors import TroubleshootError
 
 GRACE = 5.0  # seconds a terminated step gets before it is killed
-_SAFE_NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,253}$")
 # What may reach Slurm's commands from the command line or from Slurm's own answers: never
 # something that starts with '-' (an option), never spaces or shell or scontrol syntax.
 _HOSTLIST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._,\[\]-]{0,65535}")  # gpu[01-04,07],cpu1
@@ -184,7 +183,6 @@ def _probe_node(job: str, node: str, out_dir: Path, timeout: float, command: lis
     if not valid_node_name(node):
         return NodeResult(node, "failed", 0.0, error=f"not a valid node name: {node[:80]!r}; not probed")
     started = time.monotonic()
-    name = node if _SAFE_NODE.match(node) else re.sub(r"[^A-Za-z0-9._-]", "_", node)[:200] or "node"
     # `--name=value` and `--`: nothing of the node's name or the command can be read as srun's option.
     cmd = [shutil.which("srun") or "srun", f"--jobid={job}", f"--nodelist={node}", "-N1", "-n1", "--overlap", "-Q",
            "--export=ALL", "--", *command]
@@ -209,7 +207,7 @@ def _probe_node(job: str, node: str, out_dir: Path, timeout: float, command: lis
         facts = snapshot.check(snapshot.parse(out, label), label).facts
     except TroubleshootError as exc:
         return NodeResult(node, "failed", seconds, error=f"not a snapshot: {str(exc)[:200]}")
-    path = out_dir / f"{name}.json"
+    path = out_dir / f"{node}.json"  # a valid node name is a safe file name as it is
     snapshot.save(facts, path)
     return NodeResult(node, "ok", seconds, path=str(path))
 

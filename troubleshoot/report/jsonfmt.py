@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Iterable
 
-from troubleshoot.report.views import diagnosis_view
+from troubleshoot.report.views import diagnosis_record
 
 if TYPE_CHECKING:
     from troubleshoot.model import Diagnosis
@@ -14,8 +14,9 @@ SCHEMA = 1
 
 
 def diagnosis_dict(d: Diagnosis) -> dict:
-    """One diagnosis as the document holds it: its view's record (report.views), values as found."""
-    return dict(diagnosis_view(d).record)
+    """One diagnosis as the document holds it: its view's record (report.views), values as found;
+    the rest of the view (terminal-safe text, evidence cut for people) is not built for JSON."""
+    return diagnosis_record(d)
 
 
 def render(diagnoses: Iterable[Diagnosis], meta: dict | None = None) -> str:

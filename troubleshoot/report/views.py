@@ -33,7 +33,7 @@ _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)\}")
 THIS_MACHINE = "/ (this machine)"  # where a fix applied without --root changed files
 LOCAL_FACTS = "this machine"  # what facts describe unless they were pasted or name their node
 # Sources that are no path: a printed command names the log as LOG instead.
-_NOT_A_PATH = ("the log", "stdin", "pasted log", "machine facts", "this machine")
+_NOT_A_PATH = ("the log", "stdin", "pasted log", "machine facts", LOCAL_FACTS)
 
 
 def safe_line(text: object) -> str:

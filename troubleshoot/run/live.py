@@ -4,7 +4,6 @@ full diagnosis at the end."""
 
 from __future__ import annotations
 
-import threading
 from typing import TYPE_CHECKING
 
 from troubleshoot.errors import TroubleshootError
@@ -31,9 +30,9 @@ class LiveRun:
         self.log, self.log_path, self.scan = _open_log(log_to, argv, ctx)
         self.say, self.interval, self.quiet = say, interval, quiet
         self.watcher: Watcher | None = None
-        self.said: set[str] = set()
-        self.lock = threading.Lock()
-        self.tail: list = []  # (the log's LogTail or None, the live rules), once the rules are loaded
+        self.said: set[str] = set()  # read and written by the watcher's thread alone (`live`)
+        self.live_rules = None  # pipeline.live_rules of the scan's rules, once they are loaded
+        self.tail = None  # the log's new lines (sources.LogTail), where the log is a regular file
         self.logging = True  # False once the log could not be written: the scan waits for no more
 
     def on_start(self, pid: int) -> None:
@@ -64,20 +63,19 @@ class LiveRun:
         self.scan.ready.wait()
         if self.scan.ruleset is None:
             return
-        if not self.tail:
-            from troubleshoot.sources import LogTail
+        if self.live_rules is None:
+            self.live_rules = pipeline.live_rules(self.scan.ruleset)
+            if self.scan.follower is not None:  # a FIFO or a device is not read: see BackgroundScan
+                from troubleshoot.sources import LogTail
 
-            # A log that is not a regular file (a FIFO, a device) is not read: see BackgroundScan.
-            logged = LogTail(self.log_path) if self.scan.follower is not None else None
-            self.tail.extend((logged, pipeline.live_rules(self.scan.ruleset)))
-        found = pipeline.diagnose_job(self.tail[1], w.facts())
-        if self.tail[0] is not None:
-            found += pipeline.diagnose_new_lines(self.tail[0], self.scan.ruleset)  # the log's new lines
+                self.tail = LogTail(self.log_path)
+        found = pipeline.diagnose_job(self.live_rules, w.facts())
+        if self.tail is not None:
+            found += pipeline.diagnose_new_lines(self.tail, self.scan.ruleset)  # the log's new lines
         for d in found:
-            with self.lock:
-                if d.rule.id not in self.said:
-                    self.said.add(d.rule.id)
-                    self.say(one_line(d, still_running=True))
+            if d.rule.id not in self.said:
+                self.said.add(d.rule.id)
+                self.say(one_line(d, still_running=True))
 
     def finish(self) -> None:
         """The job has ended (or never started): stop the watcher, close the log, and let the

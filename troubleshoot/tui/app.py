@@ -92,7 +92,6 @@ class TroubleshootApp(Jobs, App):
         self.log_path = opts.follow or (opts.logs[0] if opts.logs else None)
         self.follow = opts.follow is not None
         self.snapshot_path = opts.snapshot
-        self.fix_root = opts.root
         self.do_probe = opts.probe and opts.snapshot is None
         self.tail = None  # the followed log (sources.LogTail), once the first scan of it is done
         self.scan_logs: list = []  # the logs of the kept scan (sources.LogSource)
@@ -113,7 +112,6 @@ class TroubleshootApp(Jobs, App):
         self.unseen = 0  # new diagnoses that arrived while a modal was up
         self.linted = False
         self._laid_out_width = 0
-        self.last_seconds = 0.0
 
     # ------------------------------------------------------------ layout
 
@@ -250,12 +248,12 @@ class TroubleshootApp(Jobs, App):
 
     # ------------------------------------------------------------ what the jobs found, shown
 
-    def _show_diagnoses(self, result, seconds: float) -> None:
+    def _show_diagnoses(self, result) -> None:
         from troubleshoot.report.views import diagnosis_view
 
         old = {v.key for v in self.diagnosis_views}
         had_result = self.result is not None
-        self.result, self.diagnoses, self.last_seconds = result, result.diagnoses, seconds
+        self.result, self.diagnoses = result, result.diagnoses
         self.diagnosis_views = [diagnosis_view(d) for d in self.diagnoses]
         for s in self._old_scans:
             s.close()

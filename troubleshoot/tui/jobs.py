@@ -177,7 +177,6 @@ class Jobs:
             self.tail.catch_up()  # before the scan starts: what it cannot have seen comes next
 
         def job(cancel):
-            started = time.monotonic()
             logs = self._logs(key)
             scanned = pipeline.read_sources(logs, ruleset, cancel=cancel, progress=progress if len(logs) == 1 else None)
             facts = self.facts  # the facts of now, not of when the scan started
@@ -186,7 +185,7 @@ class Jobs:
             except BaseException:
                 scanned.close()
                 raise
-            return scanned, logs, result, time.monotonic() - started, facts
+            return scanned, logs, result, facts
 
         self.scans += 1
         self.scanning_key = key
@@ -198,12 +197,12 @@ class Jobs:
             self._render_status()
             self._placeholder()
 
-    def _scanned(self, key, scanned, logs, result, seconds: float, facts) -> None:
+    def _scanned(self, key, scanned, logs, result, facts) -> None:
         if self.scanned is not None:
             self._old_scans.append(self.scanned)
         self.scanned, self.scan_key, self.scanning_key, self.scan_logs = scanned, key, None, logs
         self.progress.scanning = False
-        self._show_diagnoses(result, seconds)
+        self._show_diagnoses(result)
         self._show_log()
         if facts is not self.facts:  # facts arrived while the diagnosis ran: diagnose again, no new scan
             self._diagnose_scanned()
@@ -212,14 +211,7 @@ class Jobs:
         from troubleshoot import pipeline
 
         scanned, sources, ruleset = self.scanned, self._sources(self.scan_logs, self.facts), self.ruleset
-
-        def job(cancel):
-            started = time.monotonic()
-            return pipeline.diagnose_scanned(scanned, sources, ruleset), time.monotonic() - started
-
-        self.progress.diagnosing = True
-        self._render_status()
-        self.bg.start("diagnose", job, self._diagnosed, self._job_failed)
+        self._start_diagnosis(lambda cancel: pipeline.diagnose_scanned(scanned, sources, ruleset))
 
     def _diagnose_facts(self) -> None:
         from troubleshoot import pipeline
@@ -229,17 +221,18 @@ class Jobs:
             self._placeholder()
             return
 
-        def job(cancel):
-            started = time.monotonic()
-            return pipeline.diagnose_sources(self._sources([], facts), ruleset), time.monotonic() - started
+        sources = self._sources([], facts)
+        self._start_diagnosis(lambda cancel: pipeline.diagnose_sources(sources, ruleset))
 
+    def _start_diagnosis(self, job) -> None:
+        """A diagnosis in the background (`job(cancel)` -> pipeline.Result), shown when done."""
         self.progress.diagnosing = True
         self._render_status()
         self.bg.start("diagnose", job, self._diagnosed, self._job_failed)
 
-    def _diagnosed(self, done) -> None:
+    def _diagnosed(self, result) -> None:
         self.progress.diagnosing = False
-        self._show_diagnoses(*done)
+        self._show_diagnoses(result)
         self._show_log()
 
     def poll_follow(self) -> None:

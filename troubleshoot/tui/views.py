@@ -17,8 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from troubleshoot.report.shapes import items, mapping
-from troubleshoot.report.views import near
-from troubleshoot.textsafe import terminal_safe
+from troubleshoot.report.views import near, safe_line as safe
 
 if TYPE_CHECKING:
     from troubleshoot.report.views import DiagnosisView, HistoryView, RuleView
@@ -27,10 +26,6 @@ SEV_MARK = {"error": "✖ ERROR", "warning": "▲ WARN", "info": "● INFO"}
 SEV_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 CELL_PAD = 2  # a DataTable cell has one column of padding on each side
 SCROLLBAR = 2
-
-
-def safe(text: object) -> str:
-    return terminal_safe(str(text), keep_newlines=False)
 
 
 def plain(text: object, style: str = "") -> Text:
