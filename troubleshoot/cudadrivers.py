@@ -10,13 +10,12 @@ TABLE = ("data", "cuda-drivers.yaml")
 
 @functools.lru_cache(maxsize=1)
 def _tables() -> dict:
-    from importlib import resources
+    # Shipped tables are read like the Xid catalog: parsed once per change of the file, cached.
+    from pathlib import Path
 
-    import yaml  # only a log that names a driver without its CUDA version, or a fixer, needs it
+    from troubleshoot.engine.documents import load_data_file
 
-    folder, name = TABLE
-    text = resources.files("troubleshoot").joinpath(folder).joinpath(name).read_text(encoding="utf-8")
-    return yaml.safe_load(text)
+    return load_data_file(Path(__file__).parent.joinpath(*TABLE), "CUDA driver table")
 
 
 @functools.lru_cache(maxsize=1)

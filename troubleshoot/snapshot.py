@@ -117,7 +117,7 @@ def complete(facts: dict) -> dict:
     """`facts` with what is derived from the facts read: each Xid event's verdict (the engine's,
     from its code and line; a verdict the snapshot holds is never read), and for snapshots saved
     before newer probes existed, what those probes add."""
-    from troubleshoot.engine.gpufaults import with_verdicts
+    from troubleshoot.engine.xidevents import with_verdicts
 
     _fill_older(facts)
     return dict(with_verdicts(facts))

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Iterable, Mapping
 
-from troubleshoot.engine import cmdquote, conditions
+from troubleshoot.engine import cmdquote, conditions, xidevents
 from troubleshoot.scan import ScanPattern, ScanResult, series_view
 from troubleshoot.model import SEVERITIES, Diagnosis, Evidence, Fix, Rule
 from troubleshoot.textsafe import markdown_inline
@@ -96,7 +96,7 @@ class RuleTrace:
 
 def trace_rule(rule: Rule, scan: ScanResult | None, facts: Mapping | None) -> RuleTrace:
     """Evaluate one rule against a scan and facts, recording the outcome of each part."""
-    return _trace(rule, scan, _with_verdicts(facts))
+    return _trace(rule, scan, xidevents.with_verdicts(facts))
 
 
 def _trace(rule: Rule, scan: ScanResult | None, facts: Mapping | None) -> RuleTrace:
@@ -165,7 +165,7 @@ def diagnose(rules: Iterable[Rule], scan: ScanResult | None, facts: Mapping | No
 def fired(rules: Iterable[Rule], scan: ScanResult | None, facts: Mapping | None = None) -> list[Diagnosis]:
     """The fired rules as diagnoses (refined ones dropped), not yet related or ranked: what
     several sources' results are merged from before ranking them together."""
-    facts = _with_verdicts(facts)
+    facts = xidevents.with_verdicts(facts)
     traces = [_trace(r, scan, facts) for r in rules]
     hits = [t for t in traces if t.fired]
     by_id = {t.rule.id: t.rule for t in hits}
@@ -191,17 +191,6 @@ def fired(rules: Iterable[Rule], scan: ScanResult | None, facts: Mapping | None 
     from troubleshoot.engine import gpufaults
 
     return gpufaults.follow_recovery_changes(diagnoses)
-
-
-def _with_verdicts(facts: Mapping | None) -> Mapping | None:
-    """gpufaults.with_verdicts, loaded only for facts that hold Xid events (most diagnoses have
-    none, and the Xid catalog's modules cost a small diagnosis a tenth of its start-up)."""
-    kernel = facts.get("kernel") if isinstance(facts, Mapping) else None
-    if not (isinstance(kernel, Mapping) and kernel.get("xid_events")):
-        return facts
-    from troubleshoot.engine import gpufaults
-
-    return gpufaults.with_verdicts(facts)
 
 
 def _parts(t: RuleTrace, scan: ScanResult | None) -> set[str]:

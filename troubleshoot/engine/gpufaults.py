@@ -160,8 +160,6 @@ def follow_recovery_changes(diagnoses: list[Diagnosis]) -> list[Diagnosis]:
     """A recovery-action change is about another Xid (the catalog: "informational only regarding
     another Xid"): on a GPU that logged the fault too, the fault leads, taking the change's
     action when that is more drastic, and the change's diagnosis ranks after it."""
-    if not any(d.xid for d in diagnoses):
-        return diagnoses
     catalog = load_catalog()
     not_faults = catalog.recovery_changes | catalog.follows_other
 
