@@ -157,10 +157,11 @@ def read_in(dir_fd: int, name: str) -> bytes | None:
         return f.read()
 
 
-def write_in(dir_fd: int, name: str, data: bytes, mode: int | None = None) -> None:
+def write_in(dir_fd: int, name: str, data: bytes, mode: int | None = None, durable: bool = True) -> None:
     """Atomically replace `name` in an open folder: an O_EXCL temp file with a random name,
     fsync, rename. An existing file keeps its mode, its extended attributes and POSIX ACLs,
-    and (when we may) its owner."""
+    and (when we may) its owner. `durable=False`: no fsync, for files a crash may lose (caches,
+    rebuilt when missing): still never half-written."""
     try:
         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
@@ -173,12 +174,14 @@ def write_in(dir_fd: int, name: str, data: bytes, mode: int | None = None) -> No
             f.write(data)
             f.flush()
             _give_metadata(f.fileno(), st, mode, dir_fd, name)
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         _rename(dir_fd, tmp, name)
-        try:
-            os.fsync(dir_fd)
-        except OSError:
-            pass
+        if durable:
+            try:
+                os.fsync(dir_fd)
+            except OSError:
+                pass
     except BaseException:
         try:
             os.unlink(tmp, dir_fd=dir_fd)
@@ -271,14 +274,14 @@ def _umask() -> int:
     return mask
 
 
-def atomic_write(p: str | Path, data: bytes, mode: int | None = None) -> None:
+def atomic_write(p: str | Path, data: bytes, mode: int | None = None, durable: bool = True) -> None:
     """Write a file atomically (the parent folder is created when missing). For files of our
     own (journals, caches, snapshots); fixes use `write_in` on a confined folder."""
     p = Path(p)
     p.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(p.parent, _DIR_FLAGS)
     try:
-        write_in(fd, p.name, data, mode)
+        write_in(fd, p.name, data, mode, durable)
     finally:
         os.close(fd)
 

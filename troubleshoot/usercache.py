@@ -84,17 +84,10 @@ def write(path: Path, data: bytes) -> None:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         if not _owned_private(path.parent):
             return
-        import secrets
+        from troubleshoot.safeio import atomic_write
 
-        tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        atomic_write(path, data, mode=0o600, durable=False)  # a cache lost in a crash is rebuilt
+        os.chmod(path, 0o600)  # an entry replaced keeps its old mode: one others could write is mended
     except Exception:
         pass
 

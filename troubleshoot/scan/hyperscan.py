@@ -28,15 +28,18 @@ def reports(db, data, offset: int = 0, scratch=None, dead: set[int] | frozenset[
     they come."""
     out: list[int] = []
     add = out.append
-    pack = packing.pack
+    # packing.pack without its checks, once per match report (the hottest call of a scan): the
+    # finder's index count was checked when it was built (packing.check_count), and hyperscan's
+    # offsets are never negative.
+    shift = packing.INDEX_BITS
 
     if dead:
         def on_match(index, _from, to, _flags, _context):
             if index not in dead:
-                add(pack(to + offset, index))
+                add((to + offset) << shift | index)
     else:
         def on_match(index, _from, to, _flags, _context):
-            add(pack(to + offset, index))
+            add((to + offset) << shift | index)
 
     if scratch is None:
         db.scan(data, match_event_handler=on_match)
