@@ -34,7 +34,7 @@ def compile_ascii(source: str) -> re.Pattern:
 
 # RE2's \s is [\t\n\f\r ]; Python's, even under re.ASCII, adds \v: a line with a vertical tab
 # would match in one engine and not in the other.
-_SPACE, _NOT_SPACE, _SPACE_IN_CLASS = r"[\t\n\f\r ]", r"[^\t\n\f\r ]", r"\t\n\f\r "
+RE2_SPACE, RE2_NOT_SPACE, RE2_SPACE_CHARS = r"[\t\n\f\r ]", r"[^\t\n\f\r ]", r"\t\n\f\r "
 
 
 def _re2_spaces(source: str) -> str:
@@ -48,9 +48,9 @@ def _re2_spaces(source: str) -> str:
         if ch == "\\" and i + 1 < len(source):
             nxt = source[i + 1]
             if nxt == "s":
-                out.append(_SPACE_IN_CLASS if in_class else _SPACE)
+                out.append(RE2_SPACE_CHARS if in_class else RE2_SPACE)
             elif nxt == "S" and not in_class:
-                out.append(_NOT_SPACE)
+                out.append(RE2_NOT_SPACE)
             else:
                 out.append(source[i : i + 2])
             i += 2

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from troubleshoot.model import RE2_NOT_SPACE, RE2_SPACE_CHARS
 from troubleshoot.scan.required import required_literals
 
 # Hyperscan scans bytes, while the verifier (RE2 or `re` on decoded text) reads '.', a
@@ -23,8 +24,7 @@ from troubleshoot.scan.required import required_literals
 # they already cover such runs; elsewhere their repeat count is widened to four bytes each.
 _WIDE_ESCAPES = ("\\W", "\\S", "\\D")
 # Hyperscan's \s takes \v, RE2's does not: \S (and \s in a negated class) spelled as RE2 reads
-# them, or a line with a vertical tab where \S must match would never be a candidate.
-_NOT_SPACE = r"[^\t\n\f\r ]"
+# them (model.RE2_*), or a line with a vertical tab where \S must match would never be a candidate.
 _SPACE_IN_NEGATED = re.compile(r"(?<!\\)((?:\\\\)*)\\s")
 _QUANTIFIER = re.compile(r"(?:[*+?]|\{(\d*)(,?)(\d*)\})[?+]?")
 _GLOBAL_FLAGS = re.compile(r"\(\?[aiLmsux]+\)")
@@ -73,7 +73,7 @@ def prefilter_source(source: str) -> str:
             i += 2
             wide = atom in _WIDE_ESCAPES
             if atom == "\\S":
-                atom = _NOT_SPACE
+                atom = RE2_NOT_SPACE
         elif c == "[":
             j = _class_end(source, i)
             atom, i = source[i:j], j
@@ -82,7 +82,7 @@ def prefilter_source(source: str) -> str:
             else:
                 wide = atom.startswith("[^") or any(e in atom for e in _WIDE_ESCAPES)
                 if atom.startswith("[^"):
-                    atom = _SPACE_IN_NEGATED.sub(lambda m: m.group(1) + r"\t\n\f\r ", atom)
+                    atom = _SPACE_IN_NEGATED.sub(lambda m: m.group(1) + RE2_SPACE_CHARS, atom)
         elif c == ".":
             atom, wide = ".", True
             i += 1
