@@ -110,7 +110,8 @@ def test_fleet_probe_cuts_off_a_hanging_node_at_its_deadline_while_the_others_ar
     probe = tmp_path / "node_probe.py"
     probe.write_text(NODE_PROBE)
     base = REPO / "tests" / "fixtures" / "snapshots" / "base.json"
-    env = fake_slurm(tmp_path, ["node1", "node2", "node3"])
+    env, _ = fake_slurm(tmp_path)
+    env["FAKE_SLURM_NAMES"] = "node1\nnode2\nnode3"
     deadline = 4
     p = run_cli("fleet", "probe", "--slurm", "--job", "4242", "--out", str(tmp_path / "snaps"), "--timeout",
                 str(deadline), "--command", shlex.join([sys.executable, str(probe), "node2", str(base)]),

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+import fakes.slurm
 from conftest import REPO, run_cli
 from troubleshoot import snapshot
 from troubleshoot.errors import TroubleshootError
@@ -137,56 +138,11 @@ def test_a_local_plugin_leaves_the_working_folder_off_the_path_after_it_loads(tm
 
 # ---------------------------------------------------------------- a fake Slurm for fleet probe
 
-FAKE_TOOL = r'''
-import json, os, sys
-tool, args = os.path.basename(sys.argv[0]).removesuffix(".py"), sys.argv[1:]
-with open(os.environ["FAKE_SLURM_LOG"], "a") as f:
-    f.write(json.dumps([tool, *args]) + "\n")
-if tool == "squeue":
-    print("node[1-9]")
-elif tool == "scontrol" and args[:2] == ["show", "hostnames"]:
-    print(os.environ.get("FAKE_SLURM_NAMES", "node1"))
-elif tool == "srun":
-    node, i = "", 0
-    while i < len(args):
-        a = args[i]
-        if a == "--":
-            i += 1
-            break
-        if a in ("-w", "--nodelist", "--jobid"):
-            node = args[i + 1] if a != "--jobid" else node
-            i += 2
-            continue
-        if a.startswith("--nodelist="):
-            node = a.split("=", 1)[1]
-        if not a.startswith("-"):
-            break
-        i += 1
-    os.environ["SLURMD_NODENAME"] = node
-    os.execvp(args[i], args[i:])
-'''
-
-
 @pytest.fixture
 def fake_slurm(tmp_path):
     """srun, squeue, scontrol, salloc, sinfo and scancel on PATH that log their arguments; srun
-    runs its command here, as on a node."""
-    bin_dir = tmp_path / "fake-slurm"
-    bin_dir.mkdir()
-    (bin_dir / "tool.py").write_text(FAKE_TOOL)
-    for tool in ("srun", "squeue", "scontrol", "salloc", "sinfo", "scancel"):
-        (bin_dir / f"{tool}.py").symlink_to(bin_dir / "tool.py")
-        script = bin_dir / tool
-        script.write_text(f"#!/bin/sh\nexec '{sys.executable}' '{bin_dir / tool}.py' \"$@\"\n")
-        script.chmod(0o755)
-    log = tmp_path / "slurm-calls.jsonl"
-    log.write_text("")
-
-    def calls(tool: str) -> list[list[str]]:
-        return [c[1:] for c in map(json.loads, log.read_text().splitlines()) if c[0] == tool]
-
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "FAKE_SLURM_LOG": str(log)}
-    return env, calls
+    runs its command here, as on a node (tests/fakes/slurm.py)."""
+    return fakes.slurm.fake_slurm(tmp_path)
 
 
 def test_fleet_probe_nodes_run_no_code_from_the_callers_folder(tmp_path, fake_slurm, user_cache):
