@@ -89,10 +89,12 @@ def test_a_background_child_does_not_hold_the_wrapper_and_is_stopped(tmp_path):
 def test_a_child_ignoring_sigterm_gets_sigkill_after_the_grace_period(tmp_path):
     pidfile = tmp_path / "child.pid"
     # `trap '' TERM` is inherited through exec: the sleep ignores SIGTERM. The job exits only
-    # once the child has written its pid, that is once the trap is set.
+    # once the child has written its pid (so its trap is set) and exec'd the sleep (so the
+    # wrapper lists it as `sleep 40`, not as the shell it was a moment before).
     child_sh = f'trap "" TERM; echo $$ > {pidfile}; exec sleep 40'
-    p = wrapped(tmp_path, "sh", "-c", f"sh -c '{child_sh}' & while [ ! -s {pidfile} ]; do :; done; exit 0",
-                extra=("--grace", "0.5"))
+    wait = (f'while [ ! -s {pidfile} ] || [ "$(cat /proc/$(cat {pidfile})/comm 2>/dev/null)" != sleep ]; '
+            f'do :; done')
+    p = wrapped(tmp_path, "sh", "-c", f"sh -c '{child_sh}' & {wait}; exit 0", extra=("--grace", "0.5"))
     err = p.stderr.decode()
     assert p.returncode == 0, err
     child = int(pidfile.read_text())
