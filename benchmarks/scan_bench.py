@@ -3,6 +3,7 @@
 
     python benchmarks/scan_bench.py                    # the full table (5-10 minutes on 2 cores)
     python benchmarks/scan_bench.py --quick            # cold start, probe, run wrapper only
+    python benchmarks/scan_bench.py --start-only       # start-up ratios only
     python benchmarks/scan_bench.py --scan-only        # scans and peak RSS only
     python benchmarks/scan_bench.py --size-mb 100 --rss-sizes 20 --engines hyperscan,re2
 
@@ -403,21 +404,37 @@ def rss_table(sizes: list[int]) -> list[str]:
     return rows
 
 
-def cold_start(tmp: Path) -> str:
+def cold_start(tmp: Path, runs: int = 11) -> str:
+    """diagnose --no-probe on a 10 KB log and `--version`, each against `python -c pass`, runs
+    alternated (each after one untimed run that warms the rule cache and the page cache). Also
+    what the first run on a small log costs where no pattern database was ever compiled (a
+    fresh cache folder gets the rule set only: RE2 builds its program in the run)."""
     small = tmp / "small.log"
     text = "\n".join(_noise_lines(random.Random(3), 200)).encode()[: 10 << 10]
     small.write_bytes(text[: text.rfind(b"\n") + 1] + ERROR_TAIL[2].encode() + b"\n")
+    version = [sys.executable, "-m", "troubleshoot", "--version"]
     cmd = diagnose_cmd(small)
-    cpu_of(cmd)  # warm the rule cache and the page cache
-    cold, base = [], []
-    for _ in range(11):
-        base.append(cpu_of([sys.executable, "-c", "pass"]))
-        cold.append(cpu_of(cmd))
-    bw, bc = statistics.median(w for w, _ in base), statistics.median(c for _, c in base)
-    cw, cc = statistics.median(w for w, _ in cold), statistics.median(c for _, c in cold)
-    return (f"cold start, diagnose --no-probe on 10 KB: {cw * 1000:.0f} ms wall / {cc * 1000:.0f} ms CPU; "
-            f"python -c pass {bw * 1000:.0f} ms / {bc * 1000:.0f} ms; ratio {cw / bw:.1f}x wall, {cc / bc:.1f}x CPU "
-            f"(medians of 11)")
+    no_db = child_env(XDG_CACHE_HOME=str(tmp / "cache-without-database"))
+    for c, env in ((cmd, None), (version, None), (cmd, no_db)):
+        cpu_of(c, env)  # warm the rule cache and the page cache
+    times: dict[str, list[tuple[float, float]]] = {"base": [], "diagnose": [], "version": [], "no_db": []}
+    for _ in range(runs):
+        times["base"].append(cpu_of([sys.executable, "-c", "pass"]))
+        times["diagnose"].append(cpu_of(cmd))
+        times["version"].append(cpu_of(version))
+        times["no_db"].append(cpu_of(cmd, no_db))
+    wall = {k: statistics.median(w for w, _ in v) for k, v in times.items()}
+    cpu = {k: statistics.median(c for _, c in v) for k, v in times.items()}
+
+    def row(name: str, key: str) -> str:
+        return (f"{name}: {wall[key] * 1000:.0f} ms wall / {cpu[key] * 1000:.0f} ms CPU; "
+                f"{wall[key] / wall['base']:.2f}x wall, {cpu[key] / cpu['base']:.2f}x CPU")
+    return "\n".join([
+        f"start (medians of {runs}, alternated): python -c pass {wall['base'] * 1000:.0f} ms wall / "
+        f"{cpu['base'] * 1000:.0f} ms CPU",
+        row("  diagnose --no-probe --format json, 10 KB log", "diagnose"),
+        row("  --version", "version"),
+        row("  the same diagnose without a pattern database (RE2 built in the run)", "no_db")])
 
 
 def probe_time() -> str:
@@ -504,10 +521,14 @@ def main() -> int:
     ap.add_argument("--log", type=Path, help="also scan this log (as 'given')")
     ap.add_argument("--quick", action="store_true", help="skip the scans and RSS (start-up, probe, wrapper only)")
     ap.add_argument("--scan-only", action="store_true", help="the scans and RSS only (no start-up, probe, wrapper)")
+    ap.add_argument("--start-only", action="store_true", help="the start-up ratios only")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="ts-bench-"))
     print(f"troubleshoot benchmark, {time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPUs, Python "
           f"{sys.version.split()[0]}")
+    if args.start_only:
+        print(cold_start(tmp), flush=True)
+        return 0
     if not args.quick:
         logs = {"quiet": data_log("quiet", args.size_mb), "dense": data_log("dense", args.size_mb)}
         if args.log:

@@ -58,9 +58,13 @@ def command_in(argv: Sequence[str]) -> str | None:
     return None
 
 
+VERSION_ONLY = "--version"  # build_parser's command for `troubleshoot --version`: no subcommand needed
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The command line's parser; with `command` (see command_in), only that subcommand's: the
-    other twenty cost every cold start 10-15 ms to build and are never used."""
+    other twenty cost every cold start 10-15 ms to build and are never used (VERSION_ONLY: none
+    at all)."""
     from troubleshoot import cli_help
 
     ap = _Parser(prog=PROG)
@@ -70,6 +74,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     for names, add in _SUBCOMMANDS:
         if command is None or command in names:
             add(sub)
+        elif command == VERSION_ONLY:
+            break
     for path, p in cli_help.subparsers(ap):
         if path:
             _add_plugin_arg(p, len(path))
@@ -193,7 +199,8 @@ def entry() -> None:
     Anything that could lose data takes the ordinary exit: another command, a thread still
     running that is not a daemon, a stream that cannot be flushed. The TUI leaves at once,
     whatever its background jobs are doing (~1 s of teardown with rules and a scan in memory)."""
-    _process_settings(command_in(sys.argv[1:]))
+    if not _asks_only(sys.argv[1:]):
+        _process_settings(command_in(sys.argv[1:]))
     code = main()
     if _last_command in LEAVE_AT_ONCE:
         _flush_and_leave(code)
@@ -206,6 +213,12 @@ def entry() -> None:
             atexit._run_exitfuncs()  # private, but the one way to run them as exit would
             _flush_and_leave(code)
     sys.exit(code)
+
+
+def _asks_only(argv: Sequence[str]) -> bool:
+    """`--version`, or `--help` before any command: a question answered from the parser alone,
+    which needs none of the settings a scan or the TUI wants (ctypes alone costs a start 5 ms)."""
+    return command_in(argv) is None and any(a in ("--version", "-h", "--help") for a in argv)
 
 
 def _process_settings(command: str | None) -> None:
@@ -234,7 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     global _last_command
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = build_parser(command_in(argv)).parse_args(argv)
+        args = build_parser(VERSION_ONLY if argv == ["--version"] else command_in(argv)).parse_args(argv)
         _last_command = args.command
         args.plugins = args.plugins + [m for depth in (1, 2) for m in getattr(args, f"plugins_{depth}", [])]
         from troubleshoot import cli_paths

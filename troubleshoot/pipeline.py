@@ -13,20 +13,24 @@ rule once as it first fires. `why` traces one rule on one log for `rules why`.
 from __future__ import annotations
 
 import io
+import os
+import stat
 import sys
-import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import BinaryIO, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, BinaryIO, Callable, Mapping, Sequence
 
-from troubleshoot import logfiles, paste
+from troubleshoot import logfiles, manylogs, paste
 from troubleshoot.engine import merge, timestamps
-from troubleshoot.engine.diagnose import diagnose, fired, scan_patterns, trace_rule
+from troubleshoot.engine.diagnose import FactTraces, diagnose, fired, scan_patterns, trace_rule
 from troubleshoot.engine.ruleset import RuleSet, load_ruleset
-from troubleshoot.scan import ScanResult, scan_stream
+from troubleshoot.scan import Scanner, ScanResult, scan_stream
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.model import Diagnosis
 from troubleshoot.sources import FactsSource, LogSource, LogTail, Sources
+
+if TYPE_CHECKING:
+    import tempfile
 
 
 @dataclass
@@ -79,6 +83,8 @@ class _Spools:
 
     def folder(self) -> str:
         """A new folder for one log's spools."""
+        import tempfile  # (and `random` with it: 5-10 ms of a start that never spools a merged log)
+
         if self._tmp is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="troubleshoot-ranks-")
         return tempfile.mkdtemp(dir=self._tmp.name)
@@ -115,13 +121,37 @@ def read_sources(logs: Sequence[LogSource], ruleset: RuleSet, cancel=None, progr
     spools = _Spools()
     units: list[_Unit] = []
     try:
-        patterns = scan_patterns(ruleset.rules) if logs else None
-        for i, src in enumerate(logs):
-            units += _read(src, i, ruleset, patterns, spools, cancel, progress, opener)
+        size = _total_size(logs, opener)
+        scanner = Scanner(scan_patterns(ruleset.rules), size=size) if logs else None
+
+        def read(i: int) -> list[_Unit]:
+            return _read(logs[i], i, scanner, spools, cancel, progress, opener)
+
+        shares = manylogs.shares([_size_of(src) for src in logs]) if _forks(logs, size, opener, cancel, progress) else None
+        if shares is None:
+            for i in range(len(logs)):
+                units += read(i)
+        else:
+            spools.folder()  # made before the fork: a child's rank spools land in it and go with it
+            units = manylogs.read_forked(shares, read)
     except BaseException:
         spools.cleanup()
         raise
     return Scanned(units, spools)
+
+
+def _forks(logs: Sequence[LogSource], size: int | None, opener, cancel, progress) -> bool:
+    """Whether the logs are read by forked processes, a share each: many files, enough bytes,
+    nothing that follows the reading from another thread."""
+    return (opener is None and cancel is None and progress is None and size is not None
+            and manylogs.worth_forking(len(logs), size))
+
+
+def _size_of(src: LogSource) -> int:
+    try:
+        return len(src.text) if src.text is not None else os.stat(src.path).st_size if src.path else 0
+    except OSError:
+        return 0
 
 
 def diagnose_sources(sources: Sources, ruleset: RuleSet,
@@ -155,11 +185,30 @@ def diagnose_scanned(scanned: Scanned, sources: Sources, ruleset: RuleSet) -> Re
                   headline=merge.headline(diagnoses) if len(units) > 1 else None)
 
 
+def _total_size(logs: Sequence[LogSource], opener) -> int | None:
+    """The bytes of all the logs, when every one is a file or a text (None: a stream among them)."""
+    if opener is not None:
+        return None
+    total = 0
+    for src in logs:
+        if src.text is not None:
+            total += len(src.text)
+            continue
+        try:
+            st = os.stat(src.path) if src.path else None
+        except OSError:
+            st = None  # reported when the log is opened
+        if st is None or not stat.S_ISREG(st.st_mode):
+            return None
+        total += st.st_size
+    return total
+
+
 def _lines(units: list[_Unit]) -> int:
     return sum(u.scan.total_lines for u in units)
 
 
-def _read(src: LogSource, order: int, ruleset: RuleSet, patterns, spools: _Spools, cancel=None,
+def _read(src: LogSource, order: int, scanner: Scanner, spools: _Spools, cancel=None,
           progress=None, opener=None) -> list[_Unit]:
     if src.text is not None:
         stream: BinaryIO = io.BytesIO(src.text.encode("utf-8", "surrogateescape"))
@@ -178,14 +227,14 @@ def _read(src: LogSource, order: int, ruleset: RuleSet, patterns, spools: _Spool
                 src = replace(src, node=logfiles.node_in(head))
             pasted = paste.read_head(ahead[: paste.HEAD_BYTES])
             del ahead  # the scan's read-ahead lets go of it once read (peak memory)
-            return [_Unit(src, _scan(peeked, patterns, src.name, cancel, progress), order, pasted=pasted)]
+            return [_Unit(src, _scan(peeked, scanner, src.name, cancel, progress), order, pasted=pasted)]
         folder = spools.folder()
         out = []
         for spool in logfiles.split(peeked, folder):
             tagged = replace(src, rank=src.rank if spool.rank is None else spool.rank,
                              node=src.node or logfiles.sniff_node(spool.path))
             with open(spool.path, "rb") as f:
-                out.append(_Unit(tagged, _scan(f, patterns, src.name, cancel), order, spool))
+                out.append(_Unit(tagged, _scan(f, scanner, src.name, cancel), order, spool))
         return out
     except OSError as exc:
         raise TroubleshootError(f"cannot read log {src.name}: {exc.strerror or exc}") from None
@@ -194,9 +243,9 @@ def _read(src: LogSource, order: int, ruleset: RuleSet, patterns, spools: _Spool
             stream.close()
 
 
-def _scan(stream, patterns, name: str, cancel=None, progress=None) -> ScanResult:
+def _scan(stream, scanner: Scanner, name: str, cancel=None, progress=None) -> ScanResult:
     try:
-        return scan_stream(stream, patterns, cancel=cancel, progress=progress)
+        return scanner.scan(stream, cancel=cancel, progress=progress)
     except OSError as exc:
         raise TroubleshootError(f"cannot read log {name}: {exc.strerror or exc}") from None
 
@@ -219,10 +268,11 @@ def _one_log(unit: _Unit, sources: Sources, ruleset: RuleSet) -> Result:
 def _occurrences(units: list[_Unit], sources: Sources, ruleset: RuleSet) -> list[merge.Occurrence]:
     out: list[merge.Occurrence] = []
     logged_nodes = set()
+    memo = FactTraces()
     for u in units:
         src = u.source
         logged_nodes.add(src.node)
-        found = fired(ruleset.rules, u.scan, _facts(u, sources))
+        found = fired(ruleset.rules, u.scan, _facts(u, sources), memo)
         stamps = _stamps(u, found)
         for d in found:
             if d.count:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, replace
@@ -162,12 +163,78 @@ def diagnose(rules: Iterable[Rule], scan: ScanResult | None, facts: Mapping | No
     return rank(fired(rules, scan, facts), scan.total_lines if scan else 0)
 
 
-def fired(rules: Iterable[Rule], scan: ScanResult | None, facts: Mapping | None = None) -> list[Diagnosis]:
+class _RuleIndex:
+    """A rule list sorted for `fired`: the rules with `match.log` patterns by id (each is traced
+    only when its patterns matched), the rules that read no log at all, and the rest."""
+
+    def __init__(self, rules: list[Rule]):
+        self.rules = rules
+        self.by_id: dict[str, list[tuple[int, Rule]]] = {}
+        self.pure: list[tuple[int, Rule]] = []  # read facts alone
+        self.context: list[tuple[int, Rule]] = []  # no match.log, but context patterns
+        for i, r in enumerate(rules):
+            if r.log:
+                self.by_id.setdefault(r.id, []).append((i, r))
+            elif r.with_log or r.without_log:
+                self.context.append((i, r))
+            else:
+                self.pure.append((i, r))
+
+
+class FactTraces:
+    """What `fired` keeps between calls for one rule list: the list sorted (_RuleIndex), and
+    the traces of the rules that read no log per facts mapping (the same for every log judged
+    by the same machine's facts), so a folder of a thousand rank logs evaluates those once,
+    not once per log. Facts are keyed by the mapping's identity (each is kept, so an identity
+    is never reused while this lives)."""
+
+    def __init__(self) -> None:
+        self._index: _RuleIndex | None = None
+        self._by_facts: dict[int, tuple[Mapping | None, list[RuleTrace]]] = {}
+
+    def index(self, rules: list[Rule]) -> _RuleIndex:
+        if self._index is None or not _same(self._index.rules, rules):
+            self._index, self._by_facts = _RuleIndex(rules), {}
+        return self._index
+
+    def traces(self, index: _RuleIndex, facts: Mapping | None, judged: Mapping | None) -> list[RuleTrace]:
+        """The traces of the rules that read no log on `judged`, the verdicts of `facts`."""
+        kept = self._by_facts.get(id(facts))
+        if kept is None or kept[0] is not facts:
+            kept = self._by_facts[id(facts)] = (facts, [_trace(r, None, judged) for _, r in index.pure])
+        return kept[1]
+
+
+def _same(a: list, b: list) -> bool:
+    return a is b or (len(a) == len(b) and all(x is y for x, y in zip(a, b)))
+
+
+def _traces(rules: Iterable[Rule], scan: ScanResult | None, facts: Mapping | None, judged: Mapping | None,
+            memo: FactTraces | None) -> list[RuleTrace]:
+    """The traces of the rules that can fire, in rule order. A rule with `match.log` patterns
+    none of whose lines matched cannot (its trace would say "no line matched"): it is not traced
+    at all, which on a rank log that matched two patterns skips all but a handful of the rules."""
+    rules = rules if isinstance(rules, list) else list(rules)
+    index = memo.index(rules) if memo is not None else _RuleIndex(rules)
+    out = [(i, _trace(r, scan, judged)) for i, r in index.context]
+    for group, role in (scan.hits if scan is not None else ()):
+        if role == LOG_ROLE:
+            out += [(i, _trace(r, scan, judged)) for i, r in index.by_id.get(group, ())]
+    if memo is not None:
+        out += [(index.pure[k][0], t) for k, t in enumerate(memo.traces(index, facts, judged))]
+    else:
+        out += [(i, _trace(r, scan, judged)) for i, r in index.pure]
+    return [t for _, t in sorted(out, key=lambda it: it[0])]  # in rule order, as if each was traced
+
+
+def fired(rules: Iterable[Rule], scan: ScanResult | None, facts: Mapping | None = None,
+          memo: FactTraces | None = None) -> list[Diagnosis]:
     """The fired rules as diagnoses (refined ones dropped), not yet related or ranked: what
-    several sources' results are merged from before ranking them together."""
-    facts = xidevents.with_verdicts(facts)
-    traces = [_trace(r, scan, facts) for r in rules]
-    hits = [t for t in traces if t.fired]
+    several sources' results are merged from before ranking them together. `memo` keeps the
+    traces of the rules that read no log between calls with the same facts mapping."""
+    judged = xidevents.with_verdicts(facts)
+    hits = [t for t in _traces(rules, scan, facts, judged, memo) if t.fired]
+    facts = judged
     by_id = {t.rule.id: t.rule for t in hits}
     refined: set[str] = set()
     covered: dict[str, set[str]] = {}  # catalog rule id -> Xid codes a more specific catalog rule explains
@@ -314,8 +381,21 @@ def interpolate(text: str, captures: Mapping[str, str], facts: Mapping | None = 
     Titles stay unescaped: each renderer escapes a title as a whole."""
     if "{" not in text:
         return text
-    return cmdquote.fill(text, _PLACEHOLDER, lambda name: _value_of(name, captures, facts),
-                         markdown_inline if markdown else cmdquote.as_read)
+    names = _placeholders(text)
+    return _filled(text, names, tuple(_value_of(n, captures, facts) for n in names), markdown)
+
+
+@functools.lru_cache(maxsize=256)
+def _placeholders(text: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(m.group(1) for m in _PLACEHOLDER.finditer(text)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _filled(text: str, names: tuple[str, ...], values: tuple[str | None, ...], markdown: bool) -> str:
+    # Remembered by the values the text reads: a thousand ranks' timeouts share one explanation,
+    # whose Markdown and shell quoting cost more than the rest of a diagnosis.
+    given = dict(zip(names, values))
+    return cmdquote.fill(text, _PLACEHOLDER, given.get, markdown_inline if markdown else cmdquote.as_read)
 
 
 def _fill_value(text: str, captures: Mapping[str, str], facts: Mapping | None) -> str:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from troubleshoot.scan.ansi import ANSI_BYTES as _ANSI_BYTES
 
-# Below this many bytes a search per needle costs less than loading the database for all.
+# Until this many bytes have been searched in this process, a search per needle costs less than
+# loading the database for all; from then on one pass costs less, whatever the text's length.
 ONE_PASS_CHARS = 64 << 10
+_searched: dict[tuple[str, ...], int] = {}  # bytes searched so far per needle set, in this process
 
 
 def needles_of(table) -> tuple[str, ...]:
@@ -42,7 +44,10 @@ def needles_in_bytes(data: bytes, needles: tuple[str, ...]) -> set[str]:
 
 def _needles_in_raw(data: bytes, needles: tuple[str, ...]) -> set[str]:
     found = None
-    if len(data) >= ONE_PASS_CHARS:  # one pass for all needles (hyperscan), not one per needle
+    _searched[needles] = searched = _searched.get(needles, 0) + len(data)
+    if searched >= ONE_PASS_CHARS:
+        # One pass for all needles (hyperscan), not one per needle: for a long text, or for
+        # short ones that add up (the heads of a folder of rank logs).
         from troubleshoot.scan import hsdb
 
         found = hsdb.literals_found(needles, data)

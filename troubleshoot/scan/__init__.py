@@ -37,7 +37,7 @@ _EXPORTS = {
     "FileSpan": "reader", "file_span": "reader", "tune_allocator": "reader",
     "GroupHits": "result", "LineHit": "result", "ScanCancelled": "result", "ScanPattern": "result",
     "ScanResult": "result", "Series": "result", "series_view": "result",
-    "scan_stream": "stream", "scan_text": "stream",
+    "Scanner": "stream", "scan_stream": "stream", "scan_text": "stream",
 }
 __all__ = sorted(_EXPORTS)
 

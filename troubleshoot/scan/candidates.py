@@ -34,6 +34,17 @@ class Candidates:
         self.dirty = False
         self._build()
 
+    def reset(self) -> None:
+        """Every pattern looked for again: the finder made ready for the next log of a command."""
+        if self.retired:
+            self.retired = set()
+            self.active = list(range(len(self.patterns)))
+            self._restore()
+
+    def _restore(self) -> None:
+        """Back to every pattern after `reset` (rebuilt unless a subclass kept the full form)."""
+        self._build()
+
     def retire(self, index: int) -> None:
         self.retired.add(index)
         if index in self.active:

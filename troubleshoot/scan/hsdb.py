@@ -172,15 +172,22 @@ def scratch(db):
     return _hs.Scratch(db)
 
 
+# Literal sets whose database this process has: searching for them again costs one pass.
+_LITERALS: dict[tuple[str, ...], Database | None] = {}
+
+
 def literals_found(literals: tuple[str, ...], data) -> set[int] | None:
     """Indices of the `literals` that occur in the bytes `data`, found in one pass (a search per
     literal reads the data once each); None without hyperscan."""
     if _hs is None or not literals:
         return None
-    # Every byte spelled \xHH: no character of a literal can be read as regex syntax.
-    sources = ["".join(f"\\x{b:02x}" for b in lit.encode("utf-8", "surrogatepass")) for lit in literals]
-    found = database(sources, single=frozenset(range(len(sources))))
-    if found is None or found.rejected:
+    if literals not in _LITERALS:
+        # Every byte spelled \xHH: no character of a literal can be read as regex syntax.
+        sources = ["".join(f"\\x{b:02x}" for b in lit.encode("utf-8", "surrogatepass")) for lit in literals]
+        found = database(sources, single=frozenset(range(len(sources))))
+        _LITERALS[literals] = None if found is None or found.rejected else found
+    found = _LITERALS[literals]
+    if found is None:
         return None
     seen: set[int] = set()
     shared = found.shared

@@ -89,6 +89,13 @@ class HyperscanCandidates(Candidates):
     def _build(self) -> None:
         self.dirty = False
 
+    def reset(self) -> None:
+        super().reset()
+        if self.rest is not None:
+            self.rest.reset()
+        self.dead = set()
+        self.strip_all = False
+
     def pool(self, threads: int):
         from troubleshoot.scan import hsdb, pool
 
@@ -222,6 +229,9 @@ class SubsetCandidates:
         sub = [patterns[i] for i in indices]
         self.inner = Re2Candidates(sub) if engines.re2_available() else LiteralCandidates(sub)
         self.position = {full: k for k, full in enumerate(indices)}
+
+    def reset(self) -> None:
+        self.inner.reset()
 
     def retire(self, index: int) -> None:
         k = self.position.get(index)

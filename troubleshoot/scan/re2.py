@@ -39,6 +39,14 @@ class Re2Candidates(Candidates):
         if sources:
             self.set.Compile()
         self.dirty = False
+        if len(self.active) == len(self.patterns):
+            self._full = (self.anchored, self.combined, self.set)
+
+    def _restore(self) -> None:
+        # The programs of every pattern, kept from the first build: compiling them again for
+        # each log of a folder cost more than scanning it.
+        self.anchored, self.combined, self.set = self._full
+        self.dirty = False
 
     def spans(self, chunk: bytes, end: int):
         copy = utf8view.repaired(chunk)  # RE2 reads valid UTF-8 only, the verifier any bytes

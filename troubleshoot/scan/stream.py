@@ -22,6 +22,8 @@ from troubleshoot.scan.result import ScanPattern, ScanResult
 # Compiling the hyperscan database costs ~0.5 s for the shipped rules; below this size (and
 # without a cached database) RE2, which builds in ~20 ms, finishes first.
 HYPERSCAN_MIN_BYTES = 16 << 20
+# The smallest read buffer: a log smaller than a chunk is read in one read into a buffer its size.
+SMALL_CHUNK = 64 << 10
 
 
 def make_candidates(patterns: Sequence[ScanPattern], backend: str | None = None,
@@ -56,11 +58,63 @@ def make_candidates(patterns: Sequence[ScanPattern], backend: str | None = None,
         return LiteralCandidates(patterns)
 
 
+class Scanner:
+    """One pattern set made ready once for every log of a command: the candidate finder (its
+    hyperscan database looked up, or its RE2 program compiled) and the verifiers are built on
+    the first scan and reused, their per-scan state reset, so a folder of a thousand rank logs
+    pays for them once, not a thousand times.
+
+    `size`: the bytes of all the logs to come (None: unknown, a pipe among them), which decides
+    whether compiling a hyperscan database repays itself. `backend`, `defer`: as for
+    `scan_stream`."""
+
+    def __init__(self, patterns: Sequence[ScanPattern], backend: str | None = None, size: int | None = None,
+                 defer: bool = True):
+        self.patterns = patterns
+        self.backend = backend or os.environ.get("TROUBLESHOOT_SCAN_ENGINE") or None
+        self.size = size
+        self.defer = defer
+        self._finders: dict[bool, Candidates] = {}  # by whether context patterns wait for a second pass
+        self._verifiers = verify.Verifiers(patterns, self.backend)
+
+    def _finder(self, deferring: bool, size: int | None) -> Candidates:
+        finder = self._finders.get(deferring)
+        if finder is None:
+            defer = _deferrable(self.patterns) if deferring else ()
+            finder = make_candidates(self.patterns, self.backend, size if self.size is None else self.size, defer)
+            finder.verifiers = self._verifiers
+            self._finders[deferring] = finder
+        else:
+            finder.reset()
+        return finder
+
+    def scan(self, stream: BinaryIO, chunk_size: int = reader.CHUNK_SIZE, cancel=None,
+             progress: Callable[[int], None] | None = None, threads: int | None = None) -> ScanResult:
+        """Scan a binary stream once: see `scan_stream`."""
+        size = reader.stream_size(stream)
+        span = reader.file_span(stream)
+        finder = self._finder(self.defer and span is not None, size)
+        if size is not None and size < chunk_size:
+            # One read takes it all: a small log gets a buffer its size, not a MiB to zero.
+            chunk_size = max(size + 1, SMALL_CHUNK)
+        if threads is None:
+            threads = threaded.scan_threads(size)
+        found = None
+        if threads and span is not None and (size or 0) >= forked.FORK_MIN_BYTES and forked.forkable():
+            found = forked.scan(span, self.patterns, finder, threads + 1, chunk_size, cancel, progress)
+        if found is None:
+            found = threaded.scan(stream, self.patterns, finder, threads, chunk_size, cancel, progress)
+        if finder.deferred:
+            _second_pass(found, span, self.patterns, finder.deferred, chunk_size, cancel)
+        return found
+
+
 def scan_stream(stream: BinaryIO, patterns: Sequence[ScanPattern], backend: str | None = None,
                 chunk_size: int = reader.CHUNK_SIZE, cancel=None,
                 progress: Callable[[int], None] | None = None, threads: int | None = None,
                 defer: bool = True) -> ScanResult:
-    """Scan a binary stream once; return per (group, role) bounded hit records.
+    """Scan a binary stream once; return per (group, role) bounded hit records. (Many logs with
+    the same patterns: one `Scanner`, whose `scan` this is.)
 
     `cancel` (anything with `is_set()`, e.g. a threading.Event) is checked before each chunk:
     when set, ScanCancelled is raised. `progress` is called with the bytes read so far.
@@ -74,23 +128,7 @@ def scan_stream(stream: BinaryIO, patterns: Sequence[ScanPattern], backend: str 
     only): the context patterns hyperscan is slow at are looked for in a second pass, and only
     for rules whose own patterns matched: the hits of a rule that cannot fire may lack its
     context lines (`rules why`, which shows them, passes False)."""
-    backend = backend or os.environ.get("TROUBLESHOOT_SCAN_ENGINE") or None
-    size = reader.stream_size(stream)
-    span = reader.file_span(stream)
-    # A file can be read again: context patterns hyperscan is slow at wait for a second pass,
-    # made only if their rule's own patterns matched (see _second_pass).
-    finder = make_candidates(patterns, backend, size, _deferrable(patterns) if defer and span is not None else ())
-    finder.verifiers = verify.Verifiers(patterns, backend)
-    if threads is None:
-        threads = threaded.scan_threads(size)
-    found = None
-    if threads and span is not None and (size or 0) >= forked.FORK_MIN_BYTES and forked.forkable():
-        found = forked.scan(span, patterns, finder, threads + 1, chunk_size, cancel, progress)
-    if found is None:
-        found = threaded.scan(stream, patterns, finder, threads, chunk_size, cancel, progress)
-    if finder.deferred:
-        _second_pass(found, span, patterns, finder.deferred, chunk_size, cancel)
-    return found
+    return Scanner(patterns, backend, defer=defer).scan(stream, chunk_size, cancel, progress, threads)
 
 
 def scan_text(text: str, patterns: Sequence[ScanPattern], backend: str | None = None) -> ScanResult:
