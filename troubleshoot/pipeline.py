@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Callable, Mapping, Sequence
 
 from troubleshoot import logfiles, manylogs, paste
-from troubleshoot.engine import merge, timestamps
 from troubleshoot.engine.diagnose import FactTraces, diagnose, fired, scan_patterns, trace_rule
 from troubleshoot.engine.ruleset import RuleSet, load_ruleset
 from troubleshoot.scan import Scanner, ScanResult, scan_stream
@@ -31,6 +30,8 @@ from troubleshoot.sources import FactsSource, LogSource, LogTail, Sources
 
 if TYPE_CHECKING:
     import tempfile
+
+    from troubleshoot.engine import merge, timestamps
 
 
 @dataclass
@@ -173,6 +174,8 @@ def diagnose_scanned(scanned: Scanned, sources: Sources, ruleset: RuleSet) -> Re
         if facts and facts.node:
             ds = [replace(d, nodes=(facts.node,)) for d in ds]
         return Result(ds, ruleset, None, "machine facts")
+    from troubleshoot.engine import merge  # several sources only: a single log's start skips it
+
     occurrences = _occurrences(units, sources, ruleset)
     diagnoses = merge.merge(occurrences)
     if len(units) == 1:
@@ -266,6 +269,8 @@ def _one_log(unit: _Unit, sources: Sources, ruleset: RuleSet) -> Result:
 
 
 def _occurrences(units: list[_Unit], sources: Sources, ruleset: RuleSet) -> list[merge.Occurrence]:
+    from troubleshoot.engine import merge
+
     out: list[merge.Occurrence] = []
     logged_nodes = set()
     memo = FactTraces()
@@ -299,6 +304,8 @@ def _remap(d: Diagnosis, spool: logfiles.RankStream | None) -> Diagnosis:
 def _stamps(u: _Unit, found: list[Diagnosis]) -> dict[int, timestamps.Stamp]:
     """When each diagnosis was first seen in this log (keyed by its first line): that line's
     timestamp, or the nearest one before it."""
+    from troubleshoot.engine import timestamps
+
     out: dict[int, timestamps.Stamp] = {}
     missing = []
     for d in found:

@@ -20,7 +20,6 @@ import json
 import os
 import re
 import shlex
-import textwrap
 from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Protocol, Sequence
 
 from troubleshoot.textsafe import terminal_safe
@@ -233,7 +232,11 @@ def _facts(d: Diagnosis, machine: str) -> tuple[FactView, ...]:
 
 def _fix(f: Fix, fill) -> FixView:
     text = f.params.get("text")
-    advice = fill(safe_block(textwrap.dedent(text).strip())) if isinstance(text, str) else ""
+    advice = ""
+    if isinstance(text, str):
+        import textwrap  # its wrapper's regexes cost a start 2-5 ms to compile: only for advice text
+
+        advice = fill(safe_block(textwrap.dedent(text).strip()))
     params = tuple((safe_line(k), fill(safe_line(value_text(v)))) for k, v in f.params.items() if k != "text")
     return FixView(safe_line(f.fixer), fill(safe_line(f.title or f.fixer)), params, advice)
 
