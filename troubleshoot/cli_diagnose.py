@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 
+from troubleshoot import inputwatch
 from troubleshoot.console import PROG, warn_problems
 from troubleshoot.context import CommandContext
 from troubleshoot.errors import TroubleshootError
@@ -22,7 +23,11 @@ def cmd_diagnose(args, ctx: CommandContext) -> int:
                                 "or let troubleshoot probe this machine (drop --no-probe)")
     ctx.plugins  # a -p plugin that cannot load stops the command before anything is read
     logs = ctx.log_sources()  # a bad path fails before seconds of probing
-    result = ctx.diagnose(ctx.sources(logs))
+    sources = ctx.sources(logs)  # probed first: the probes' own progress line has gone
+    # A log from a pipe, a FIFO or a device shows its progress on a terminal (inputwatch);
+    # --color never asks for plain text, and a progress line moves the cursor.
+    with inputwatch.progress_on(sys.stderr, colour=ctx.colour(sys.stderr), allowed=args.color != "never"):
+        result = ctx.diagnose(sources)
     warn_problems(result.ruleset, ctx)
     facts_source = ctx.machine().origin
     source = result.source if facts_source is None or logs else facts_source

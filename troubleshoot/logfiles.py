@@ -18,6 +18,7 @@ from array import array
 from dataclasses import dataclass
 from typing import BinaryIO
 
+from troubleshoot import inputwatch
 from troubleshoot.engine import timestamps
 from troubleshoot.errors import TroubleshootError
 
@@ -143,10 +144,13 @@ class Peeked:
 
 
 def open_binary(path: str | None, name: str) -> BinaryIO:
+    """The log's bytes: the file, or stdin (path None). A pipe, a FIFO or a device comes
+    watched (inputwatch): its progress shown on a terminal, an endless input without text
+    stopped. Closing what comes back never closes stdin."""
     if path is None:
-        return sys.stdin.buffer
+        return inputwatch.watch(sys.stdin.buffer, name, owned=False)
     try:
-        return open(path, "rb")
+        return inputwatch.watch(open(path, "rb"), name)
     except OSError as exc:
         raise TroubleshootError(f"cannot read log {name}: {exc.strerror or exc}") from None
 
