@@ -3,6 +3,7 @@ below costs every start milliseconds; benchmarks/scan_bench.py --start-only meas
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -35,3 +36,25 @@ def test_a_small_diagnosis_loads_no_module_it_does_not_use():
     loaded = _loaded_after(["diagnose", "--no-probe", "--format", "json", "--log", str(OOM_LOG)],
                            ("textwrap", "tempfile", "importlib.metadata", "textual", "rich", "troubleshoot.tui"), runs=3)
     assert loaded == []
+
+
+def test_a_small_log_has_the_pattern_database_compiled_for_the_next_run(tmp_path):
+    """A small log is scanned with RE2 (compiling hyperscan's database would cost more than the
+    scan); the database is then compiled by a detached process, and the next run loads it."""
+    env = {k: v for k, v in os.environ.items() if k not in ("TROUBLESHOOT_SCAN_ENGINE", "TROUBLESHOOT_SCAN_FORK")}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "fresh-cache")
+    scan_with = ("import sys; from troubleshoot.engine.ruleset import load_ruleset;"
+                 "from troubleshoot.engine.diagnose import scan_patterns; from troubleshoot.scan import Scanner;"
+                 "s = Scanner(scan_patterns(load_ruleset(use_config=False).rules));"
+                 f"print(s.scan(open({str(OOM_LOG)!r}, 'rb')).backend)")
+    before = subprocess.run([sys.executable, "-c", scan_with], capture_output=True, env=env, timeout=120, check=True)
+    assert before.stdout.decode().strip() == "re2"
+    p = subprocess.run([sys.executable, "-m", "troubleshoot", "diagnose", "--no-probe", "--log", str(OOM_LOG)],
+                       capture_output=True, env=env, cwd=REPO, timeout=120, check=False)
+    assert p.returncode == 0, p.stderr.decode()
+    lock = tmp_path / "fresh-cache" / "troubleshoot" / "hyperscan" / ".compiling"
+    assert lock.exists()  # taken before the command returned, held until the database is written
+    wait = "import fcntl, os, sys; fcntl.flock(os.open(sys.argv[1], os.O_RDWR), fcntl.LOCK_EX)"
+    subprocess.run([sys.executable, "-c", wait, str(lock)], timeout=120, check=True)
+    after = subprocess.run([sys.executable, "-c", scan_with], capture_output=True, env=env, timeout=120, check=True)
+    assert after.stdout.decode().strip() == "hyperscan"

@@ -202,6 +202,7 @@ def entry() -> None:
     if not _asks_only(sys.argv[1:]):
         _process_settings(command_in(sys.argv[1:]))
     code = main()
+    _compile_for_next_run()
     if _last_command in LEAVE_AT_ONCE:
         _flush_and_leave(code)
     if _last_command in QUICK_EXIT:
@@ -232,6 +233,20 @@ def _process_settings(command: str | None) -> None:
         # Background jobs (ten probes, a scan) hold the GIL in turns; the default 5 ms hand-over
         # makes every step of handling a key wait behind them. A shorter one keeps keys responsive.
         sys.setswitchinterval(0.0005)
+
+
+def _compile_for_next_run() -> None:
+    """A scan that went without the hyperscan database (not cached, an input too small to repay
+    compiling it first) has it compiled for the next run by a detached process at the lowest
+    priority (scan.hsdb.compile_later): one program-level decision, made only where the process
+    can fork safely (one thread)."""
+    hsdb = sys.modules.get("troubleshoot.scan.hsdb")
+    if hsdb is None or not hsdb.wanted():
+        return
+    from troubleshoot.scan import children
+
+    if children.forkable():
+        hsdb.compile_later()
 
 
 def _flush_and_leave(code: int) -> None:

@@ -126,6 +126,11 @@ def _stamp() -> tuple:
     return (str(getattr(_hs, "__version__", "?")), os.uname().machine)
 
 
+# Databases a scan looked for and went without (not cached, not worth compiling for its input):
+# key -> what compiling it takes. `compile_later` builds them after the command, off its path.
+_WANTED: dict[str, tuple[tuple[str, ...], frozenset[int], tuple[tuple[int, ...], ...]]] = {}
+
+
 @functools.lru_cache(maxsize=8)
 def _database_cached(key: str, sources: tuple[str, ...], single: frozenset[int], compile_if_missing: bool,
                      defer: tuple[tuple[int, ...], ...] = ()):
@@ -135,6 +140,7 @@ def _database_cached(key: str, sources: tuple[str, ...], single: frozenset[int],
         if found is not None:
             return found
     if not compile_if_missing:
+        _WANTED[key] = (sources, single, defer)
         return None
     found = _build(sources, single, defer)
     if found is not None:
@@ -165,6 +171,71 @@ def database(sources: list[str], compile_if_missing: bool = True,
     single = frozenset(single)
     defer = tuple(tuple(sorted(u)) for u in sorted(defer))
     return _database_cached(_key(sources, single, defer), tuple(sources), single, compile_if_missing, defer)
+
+
+def wanted() -> bool:
+    """Whether a scan of this process went without a database it would have loaded had it been
+    cached (see `compile_later`)."""
+    return bool(_WANTED)
+
+
+def compile_later() -> None:
+    """Compile and cache the databases this process's scans went without, in a detached process
+    at the lowest priority, so that the next command on a small log loads one in a millisecond
+    instead of building RE2's programs (20-40 ms of its start). For a program's exit, where it
+    may fork: one thread (the caller checks), Linux. The process outlives this one by the
+    compile (0.5-1 s of CPU once per rule set) and writes only into the cache; one at a time per
+    cache folder: it holds `.compiling` there locked (flock) from before this returns until it
+    ends, so whoever takes that lock next finds the databases written. Any failure is silent:
+    the next run compiles nothing or tries again."""
+    wanted = list(_WANTED.items())
+    _WANTED.clear()
+    if not wanted or _hs is None:
+        return
+    try:
+        pid = os.fork()
+    except OSError:
+        return
+    if pid:
+        try:
+            os.waitpid(pid, 0)  # the first child leaves once the lock is held: no zombie left
+        except ChildProcessError:
+            pass
+        return
+    try:  # pragma: no cover - runs in the forked processes
+        if _lock_compiling() and not os.fork():
+            os.setsid()
+            _detached_compile(wanted)
+    finally:  # pragma: no cover
+        os._exit(0)
+
+
+def _lock_compiling() -> bool:  # pragma: no cover - runs in a forked process
+    """`.compiling` in the cache folder opened and locked, the descriptor left open for the
+    detached process (a lock lasts while any process holds the file open); False when another
+    process holds it or the folder cannot be written."""
+    import fcntl
+
+    folder = usercache.cache_dir(CACHE.folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        lock = os.open(folder / ".compiling", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
+
+
+def _detached_compile(wanted) -> None:  # pragma: no cover - runs in the detached process
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.nice(19)
+    for key, (sources, single, defer) in wanted:
+        if CACHE.get(key, _stamp()) is None:
+            found = _build(sources, single, defer)
+            if found is not None:
+                _save(key, found)
 
 
 def scratch(db):
