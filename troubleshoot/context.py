@@ -17,11 +17,12 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from troubleshoot.console import print_warning
 from troubleshoot.errors import TroubleshootError
+from troubleshoot.records import record
 
 if TYPE_CHECKING:
     from troubleshoot.engine.lint import Problem
@@ -39,7 +40,7 @@ READS_STDIN = frozenset({"diagnose", "why"})
 THIS_MACHINE = "this machine"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Options:
     """What a command was asked to work with, as its parsed options say it."""
 
@@ -69,7 +70,7 @@ class Options:
                    follow=getattr(args, "follow", None))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Machine:
     """The facts a command diagnoses with, and where they come from."""
 
@@ -77,7 +78,7 @@ class Machine:
     origin: str | None  # "this machine", "snapshot FILE"; None: no facts (--no-probe)
 
 
-@dataclass
+@record
 class CommandContext:
     """One command's plugins, probes, facts, rules, logs and output settings (see the module)."""
 

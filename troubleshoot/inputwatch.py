@@ -21,11 +21,11 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
 from typing import TextIO
 
 from troubleshoot.console import PROG
 from troubleshoot.errors import TroubleshootError
+from troubleshoot.records import record
 from troubleshoot.scan.reader import CHUNK_SIZE, LONG_LINE
 from troubleshoot.textsafe import terminal_safe
 from troubleshoot.values import parse_bytes
@@ -48,7 +48,7 @@ _NEWLINE = re.compile(b"\n")
 _CONTROLS = bytes(b for b in range(0x20) if b not in b"\t\n\r\x08\x0c\x1b") + b"\x7f"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Limits:
     """When a watched read shows progress, and how long it may be (None: no limit)."""
 
@@ -86,7 +86,7 @@ def _env_seconds(environ: Mapping[str, str], name: str, default: float) -> float
     return seconds
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Terminal:
     """Where a read's progress may be drawn: a terminal's stream, in colour or not."""
 
@@ -161,7 +161,7 @@ def human_size(n: float) -> str:
     return f"{n:.0f} {unit}" if n >= 100 or n == int(n) else f"{n:.1f} {unit}"
 
 
-@dataclass
+@record
 class LineRun:
     """The bytes read since the last line break, judged window by window: a window of `window`
     bytes without a line break whose samples are mostly not text is no log (/dev/zero)."""

@@ -15,12 +15,12 @@ import re
 import stat
 import sys
 from array import array
-from dataclasses import dataclass
 from typing import BinaryIO
 
 from troubleshoot import inputwatch
 from troubleshoot.engine import timestamps
 from troubleshoot.errors import TroubleshootError
+from troubleshoot.records import record
 
 PEEK = 256 << 10
 LABELLED_SHARE = 0.5  # of the first lines, how many must carry a rank label for the log to be split
@@ -35,7 +35,7 @@ _LABEL_LINE = re.compile(rb"\n(?: {0,6}\d{1,6}: |\[(?:rank|default)\d{1,6}\]:)")
 _BLANK_LINE = re.compile(rb"\n[ \t\r\x0b\x0c]*(?=\n|\Z)")
 
 
-@dataclass
+@record
 class RankStream:
     """One rank's lines of a merged log, spooled to `path`; `lines[i]` is the original line
     number of line i + 1."""

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, Mapping
+
+from troubleshoot.records import record
 
 if TYPE_CHECKING:
     from troubleshoot.engine.condtree import Node
@@ -13,7 +15,7 @@ if TYPE_CHECKING:
 SEVERITIES = ("error", "warning", "info")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Origin:
     """Where a rule came from: the file and line, and the pack (shipped, a team folder...)."""
 
@@ -76,7 +78,7 @@ def _re2_spaces(source: str) -> str:
 _GROUP_NAME = re.compile(r"\(\?P<([A-Za-z_][A-Za-z0-9_]*)>")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LogPattern:
     source: str
     line: int
@@ -90,14 +92,14 @@ class LogPattern:
         return tuple(dict.fromkeys(_GROUP_NAME.findall(self.source)))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Condition:
     source: str
     tree: Node
     line: int
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ContextNote:
     """Facts that confirm or refute a diagnosis: when `when` holds, confidence moves by
     `confidence` and `note` (with `{fact.path}` values filled in) joins the explanation."""
@@ -108,7 +110,7 @@ class ContextNote:
     line: int = 0
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FixRef:
     """A rule's request for a fixer: parameters may hold `{capture}` placeholders."""
 
@@ -118,7 +120,7 @@ class FixRef:
     line: int = 0
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Examples:
     match: tuple[str, ...] = ()
     no_match: tuple[str, ...] = ()
@@ -126,7 +128,7 @@ class Examples:
     no_match_lines: tuple[int, ...] = ()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Rule:
     id: str
     symptom: str
@@ -157,7 +159,7 @@ class Rule:
         return tuple(names)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Evidence:
     source: str  # "log" or "fact"
     text: str
@@ -168,14 +170,14 @@ class Evidence:
     file: str | None = None  # the log the line came from, when a diagnosis read several
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Fix:
     fixer: str
     title: str
     params: Mapping[str, Any]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Diagnosis:
     rule: Rule
     confidence: float

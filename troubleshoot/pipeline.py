@@ -16,13 +16,14 @@ import io
 import os
 import stat
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Callable, Mapping, Sequence
 
 from troubleshoot import logfiles, manylogs, paste
 from troubleshoot.engine.diagnose import FactTraces, diagnose, fired, scan_patterns, trace_rule
 from troubleshoot.engine.ruleset import RuleSet, load_ruleset
+from troubleshoot.records import record
 from troubleshoot.scan import Scanner, ScanResult, scan_stream
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.model import Diagnosis
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from troubleshoot.engine import merge, timestamps
 
 
-@dataclass
+@record
 class Result:
     diagnoses: list[Diagnosis]
     ruleset: RuleSet
@@ -64,7 +65,7 @@ def run(log: str | None, rule_dirs: Sequence[str] = (), facts: Mapping | None = 
     return diagnose_sources(Sources(logs, facts_sources), ruleset or load_rules(rule_dirs))
 
 
-@dataclass
+@record
 class _Unit:
     """One log as diagnosed: a file, or one rank of a merged log (with its line numbers)."""
 

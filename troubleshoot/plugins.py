@@ -6,20 +6,21 @@ from __future__ import annotations
 import contextlib
 import importlib
 import sys
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Callable, Sequence
 
 import pluggy
 
 from troubleshoot import hookspecs, usercache
 from troubleshoot.errors import TroubleshootError
+from troubleshoot.records import record
 
 ENTRY_POINT_GROUP = "troubleshoot"
 BUILTIN = ("troubleshoot.probes.builtin",)
 _ENTRY_POINTS = usercache.Cache("plugins", format=2)
 
 
-@dataclass
+@record
 class Plugins:
     pm: pluggy.PluginManager
     problems: list[str] = field(default_factory=list)

@@ -13,18 +13,19 @@ import glob
 import os
 import re
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import Iterable, Mapping
 
 from troubleshoot.errors import TroubleshootError
+from troubleshoot.records import record
 
 # Files in a log folder that are not logs (snapshots, reports, archives).
 NOT_LOGS = (".json", ".md", ".gz", ".zst", ".xz", ".bz2", ".zip", ".tar", ".pt", ".bin", ".safetensors")
 MAX_LOG_FILES = 10_000
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LogSource:
     name: str  # as shown to the user: a path, "stdin", "pasted log"
     path: str | None = None  # the file to read (None: stdin or pasted text)
@@ -37,14 +38,14 @@ class LogSource:
         return self.path is None and self.text is None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FactsSource:
     facts: Mapping | None
     origin: str  # "this machine", "snapshot FILE"
     node: str | None = None
 
 
-@dataclass
+@record
 class Sources:
     logs: list[LogSource] = field(default_factory=list)
     facts: list[FactsSource] = field(default_factory=list)

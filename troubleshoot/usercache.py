@@ -19,9 +19,10 @@ import os
 import stat
 import struct
 import zlib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
+
+from troubleshoot.records import record
 
 # The layout of an entry file (bump the digit when it changes): a file without it is foreign.
 _MAGIC = b"\x00troubleshoot-cache-1\n"
@@ -166,7 +167,7 @@ def unpack_entry(blob: bytes) -> tuple[tuple, bytes] | None:
     return head, payload
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Cache:
     """One on-disk cache: entries in `cache_dir(folder)`, one file per key, each valid for one
     program version, `format` of its payload and stamp of its sources. `keep`: how many entries

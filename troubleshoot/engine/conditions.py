@@ -10,13 +10,14 @@ condition reads are listed for diagnoses (what was looked at) and for lint.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Callable
 
 from troubleshoot.engine import condregex
 from troubleshoot.engine.condfuncs import FUNCTIONS, as_version, is_number
 from troubleshoot.engine.condparse import Parser
 from troubleshoot.engine.condtree import UNKNOWN, BinOp, Call, ListLit, Lit, Neg, Node, Not, Path, Quant
+from troubleshoot.records import record
 from troubleshoot.values import Version
 
 # The longest text a `matches` reads: a fact is data from the machine, of any length.
@@ -79,7 +80,7 @@ def qualified_paths(node: Node, bound: dict | None = None) -> list[str]:
     return out
 
 
-@dataclass
+@record
 class Context:
     facts: dict
     bound: dict = field(default_factory=dict)

@@ -20,12 +20,12 @@ condition, its nesting, the digits of a number and the length of a text.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from troubleshoot.engine.condfuncs import FUNCTIONS
 from troubleshoot.engine.condregex import regex_problem
 from troubleshoot.engine.condtree import (MAX_STRING, BinOp, Call, ListLit, Lit, Neg, Node, Not, NumLit, Path,
                                           Quant)
+from troubleshoot.records import record
 from troubleshoot.values import parse_version
 
 MAX_CHARS = 2000
@@ -54,7 +54,7 @@ KEYWORDS = {"and", "or", "not", "in", "matches", "true", "false", "null"}
 QUANTIFIERS = {"any", "all", "count"}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Tok:
     kind: str
     text: str

@@ -3,8 +3,9 @@ lacks: UNKNOWN (a fact nobody measured) and a number that remembers how it was w
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+from troubleshoot.records import record
 
 # The longest text literal a rule file may write (a `matches` pattern is one).
 MAX_STRING = 1000
@@ -39,22 +40,22 @@ class NumLit(float):
         return obj
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Node:
     pass
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Lit(Node):
     value: Any
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ListLit(Node):
     items: tuple
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Path(Node):
     parts: tuple  # str keys and int indices
 
@@ -66,30 +67,30 @@ class Path(Node):
         return out
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class BinOp(Node):
     op: str
     left: Node
     right: Node
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Not(Node):
     operand: Node
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Neg(Node):
     operand: Node
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Call(Node):
     name: str
     args: tuple
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Quant(Node):
     kind: str
     var: str

@@ -5,10 +5,11 @@ from __future__ import annotations
 import functools
 import json
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Iterable, Mapping
 
 from troubleshoot.engine import cmdquote, conditions, xidevents
+from troubleshoot.records import record
 from troubleshoot.scan import ScanPattern, ScanResult, series_view
 from troubleshoot.model import SEVERITIES, Diagnosis, Evidence, Fix, Rule
 from troubleshoot.textsafe import markdown_inline
@@ -70,7 +71,7 @@ def scan_patterns(rules: Iterable[Rule]) -> list[ScanPattern]:
     return out
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ConditionResult:
     source: str
     value: object  # True, False or conditions.UNKNOWN
@@ -78,7 +79,7 @@ class ConditionResult:
     reads: tuple[tuple[str, object], ...]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RuleTrace:
     """Why a rule did or did not fire: every part's outcome."""
 

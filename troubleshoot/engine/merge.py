@@ -9,17 +9,18 @@ first, then severity, then the earliest first seen.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Sequence
 
 from troubleshoot.engine.diagnose import relate
 from troubleshoot.engine.timestamps import Stamp
 from troubleshoot.model import SEVERITIES, Diagnosis
+from troubleshoot.records import record
 
 _LATE = (99, 99, 0.0)  # sorts after every real timestamp
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Occurrence:
     """One source's diagnosis, with where and when it was seen there."""
 

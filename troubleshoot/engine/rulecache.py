@@ -35,7 +35,12 @@ def code_stamps() -> list:
     engine = Path(__file__).resolve().parent
     package = engine.parent
     files = sorted(engine.glob("*.py")) + [package / "model.py", package / "errors.py", package / "values.py"]
-    re2 = sys.modules.get("re2")  # `matches` regexes are checked by RE2 while rules build
+    from troubleshoot.scan import engines
+
+    # `matches` regexes are checked by RE2 while rules build. Asked of the scan's RE2 setup, not
+    # of sys.modules: whether a command had imported RE2 yet must not change the stamp (it did:
+    # a command that had not kept overwriting the rule set of one that had, and both rebuilt it).
+    re2 = engines.re2_module()
     for module in (re2, getattr(re2, "_re2", None)):
         if getattr(module, "__file__", None):
             files.append(Path(module.__file__))

@@ -12,25 +12,26 @@ A `disable:` list in any file removes those ids, whichever layer defined them.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from troubleshoot.engine import conditions, rulecache
 from troubleshoot.errors import Problem
 from troubleshoot.model import Origin, Rule
+from troubleshoot.records import record
 
 SHIPPED = "shipped"
 TAXONOMY_FILE = "symptoms.yaml"
 DATA_FILES = (TAXONOMY_FILE, "xid-catalog.yaml")  # shipped tables, not rule files
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Pack:
     name: str
     path: Path
 
 
-@dataclass
+@record
 class RuleSet:
     rules: list[Rule]
     taxonomy: dict[str, str]

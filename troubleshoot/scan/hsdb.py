@@ -18,9 +18,9 @@ import functools
 import hashlib
 import json
 import os
-from dataclasses import dataclass
 
 from troubleshoot import usercache
+from troubleshoot.records import record
 
 try:  # wheels bundle the library on x86_64 Linux; everything works without it
     import hyperscan as _hs
@@ -46,7 +46,7 @@ FORMS_VERSION = 7
 CACHE = usercache.Cache("hyperscan", format=FORMS_VERSION, keep=KEEP)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Database:
     """A compiled database and how its reports map back to patterns. Patterns with the same
     prefilter form (and the same `single` flag) share one expression, whose id is the first

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Callable
 
+from troubleshoot.records import record
 from troubleshoot.values import parse_bytes
 
 KEEP_FIRST = 3
@@ -25,7 +26,7 @@ class ScanCancelled(Exception):
     """The caller's cancel flag was set: the scan stopped between two chunks."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ScanPattern:
     """One regex to look for, belonging to a group (a rule) under a role (log, with_log...).
 
@@ -66,7 +67,7 @@ class ScanPattern:
         return f"(?{flags}:{self.regex.pattern})" if flags else self.regex.pattern
 
 
-@dataclass
+@record
 class Series:
     """A numeric capture followed across lines: enough to see a value climbing (a leak), over
     the whole log and over its last RECENT samples."""
@@ -126,7 +127,7 @@ def _number(text: str) -> float | None:
         return None
 
 
-@dataclass
+@record
 class LineHit:
     line: int
     text: str
@@ -134,7 +135,7 @@ class LineHit:
     end: int
 
 
-@dataclass
+@record
 class GroupHits:
     """What one group's patterns of one role found: bounded, whatever the log size."""
 
@@ -186,7 +187,7 @@ class GroupHits:
         return self.first[-1].line if self.first else None
 
 
-@dataclass
+@record
 class ScanResult:
     total_lines: int
     total_bytes: int
