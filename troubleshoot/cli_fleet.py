@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from troubleshoot.console import MAX_WARNINGS, PROG, print_warning
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.textsafe import terminal_safe
-from troubleshoot.console import MAX_WARNINGS, PROG, print_warning
 
 if TYPE_CHECKING:
     from troubleshoot.context import CommandContext
@@ -40,6 +40,11 @@ def add_parser(sub, add_rules_arg, parser_class) -> None:
     d.add_argument("--log", metavar="PATH", action="append", default=[], help="more logs (file, folder, glob)")
     d.add_argument("--format", choices=("text", "json", "tui"), default="text",
                    help="text: the comparison and diagnoses by node (default); json: for scripts; tui: browse it")
+    d.add_argument("--max-nodes", type=int, metavar="N",
+                   help="read at most N snapshots, the first in name order (default: every one); "
+                        "the report says how many were left out")
+    d.add_argument("--jobs", type=int, metavar="N",
+                   help="processes that read the snapshots (default: one per CPU, at most 8; 1: this one alone)")
     add_rules_arg(d)
 
 
@@ -83,9 +88,14 @@ def _probe(args) -> int:
 
 def _diagnose(args, ctx: CommandContext) -> int:
     from troubleshoot.fleet.diagnose import diagnose_fleet
+    from troubleshoot.fleet.forked import default_jobs
     from troubleshoot.report import fleet_text
 
-    res = diagnose_fleet(Path(args.dir), ctx.ruleset(), list(ctx.options.logs))
+    for name in ("max_nodes", "jobs"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            raise TroubleshootError(f"--{name.replace('_', '-')} must be at least 1")
+    res = diagnose_fleet(Path(args.dir), ctx.ruleset(), list(ctx.options.logs), max_nodes=args.max_nodes,
+                         jobs=args.jobs or default_jobs())
     for w in res.warnings[:MAX_WARNINGS]:
         print_warning(w)
     if args.format == "json":
@@ -98,4 +108,7 @@ def _diagnose(args, ctx: CommandContext) -> int:
         run_fleet_tui(res)
     else:
         sys.stdout.write(fleet_text.render_text(res))
+        if res.left_out:
+            sys.stdout.write(f"{res.left_out} more node{'s' if res.left_out != 1 else ''} left out "
+                             f"(--max-nodes {args.max_nodes})\n")
     return 0

@@ -22,7 +22,6 @@ from troubleshoot.records import record
 
 # Files in a log folder that are not logs (snapshots, reports, archives).
 NOT_LOGS = (".json", ".md", ".gz", ".zst", ".xz", ".bz2", ".zip", ".tar", ".pt", ".bin", ".safetensors")
-MAX_LOG_FILES = 10_000
 
 
 @record(frozen=True)
@@ -78,12 +77,12 @@ def log_sources(specs: Iterable[str]) -> list[LogSource]:
             files = sorted(f for f in p.rglob("*") if _is_log_file(f))
             if not files:
                 raise TroubleshootError(f"cannot read log {spec}: no log files in this folder")
-            out += [tagged(LogSource(str(f), str(f)), root=p) for f in files[:MAX_LOG_FILES]]
+            out += [tagged(LogSource(str(f), str(f)), root=p) for f in files]
         elif not p.exists() and glob.has_magic(spec):
             files = sorted(Path(f) for f in glob.glob(spec, recursive=True) if Path(f).is_file())
             if not files:
                 raise TroubleshootError(f"cannot read log {spec}: no file matches")
-            out += [tagged(LogSource(str(f), str(f))) for f in files[:MAX_LOG_FILES]]
+            out += [tagged(LogSource(str(f), str(f))) for f in files]
         else:
             check_readable(spec)
             out.append(tagged(LogSource(spec, spec)))

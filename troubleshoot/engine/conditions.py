@@ -30,6 +30,23 @@ def parse(src: str) -> Node:
     return Parser(src).parse()
 
 
+# The paths of each condition tree asked for, by identity: a diagnosis lists what every condition
+# read, per rule and per log or node. The tree is kept with its paths (an id is not reused while
+# its object lives); the table is emptied when it fills (a rule set reloaded by the TUI).
+_PATHS: dict[int, tuple[Node, tuple[str, ...]]] = {}
+_PATHS_KEPT = 8192
+
+
+def tree_paths(node: Node) -> tuple[str, ...]:
+    """`paths(node)`, remembered per tree."""
+    kept = _PATHS.get(id(node))
+    if kept is None or kept[0] is not node:
+        if len(_PATHS) >= _PATHS_KEPT:
+            _PATHS.clear()
+        kept = _PATHS[id(node)] = (node, tuple(paths(node)))
+    return kept[1]
+
+
 def paths(node: Node, bound: frozenset = frozenset()) -> list[str]:
     """Dotted fact paths a condition reads (bound quantifier variables excluded)."""
     out: list[str] = []

@@ -119,7 +119,7 @@ def _trace(rule: Rule, scan: ScanResult | None, facts: Mapping | None) -> RuleTr
     for c in rule.facts:
         missing: list[str] = []
         value = conditions.evaluate(c.tree, env, missing)
-        reads = tuple((p, _lookup(env, p)) for p in conditions.paths(c.tree))
+        reads = tuple((p, _lookup(env, p)) for p in conditions.tree_paths(c.tree))
         conds.append(ConditionResult(c.source, value, tuple(missing), reads))
 
     reason = ""

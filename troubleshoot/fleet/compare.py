@@ -3,14 +3,19 @@ kernel or limits worse than its peers'). Pure functions over snapshot facts.
 
 What is compared lives in the two tables below; a finding names the node, what differs, its
 value and what most nodes have.
+
+The comparison reads a few values of each snapshot (`extract`: a `NodeFacts`), so a fleet is
+compared without holding its snapshots. Each check is one pass over the nodes per fact: a
+Counter for the majority, or one sort for "the median of the other nodes" of every node, so
+the comparison of ten thousand nodes costs about ten times that of a thousand.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from statistics import median
-from typing import Any, Callable, Mapping
+from typing import Any
 
 # Versions that must agree across the nodes of one job: (label, dotted fact path).
 DRIFT = (
@@ -76,16 +81,55 @@ def get(facts: Mapping, path: str) -> Any:
     return cur
 
 
+@dataclass(frozen=True, slots=True)
+class NodeFacts:
+    """What the comparison reads of one node's snapshot: a few values, not the snapshot."""
+
+    versions: tuple[Any, ...]  # one per DRIFT entry, None where unknown
+    libraries: Mapping[str, str]  # CUDA library -> version
+    links: Mapping[Any, tuple[int, int, Any]]  # GPU index -> (PCIe width, generation, maximum width)
+    counters: tuple[int, ...]  # a total per GPU_COUNTERS, then the GPUs with pending or failed remapping
+    xid_events: int
+    xid_codes: tuple[Any, ...]
+    throttle: frozenset  # throttle reasons of any GPU, the benign ones left out
+    shm: int | float | None  # /dev/shm MiB
+    nouveau: bool
+    nofile: int | None  # soft open-files limit
+
+
+def extract(facts: Mapping) -> NodeFacts:
+    """The values of one node's facts that `compare_nodes` reads."""
+    gpus = _gpus(facts)
+    events = [e for e in (get(facts, "kernel.xid_events") or []) if isinstance(e, Mapping)]
+    shm, nofile = get(facts, "io.shm_size_mib"), get(facts, "io.nofile_soft")
+    return NodeFacts(
+        versions=tuple(_scalar(get(facts, path)) for _, path in DRIFT),
+        libraries=_libraries(facts),
+        links=_links(gpus),
+        counters=_counter_totals(gpus),
+        xid_events=len(events),
+        xid_codes=tuple(e.get("code") for e in events if e.get("code") is not None),
+        throttle=frozenset(r for g in gpus for r in (g.get("throttle_reasons") or []) if r not in BENIGN_THROTTLE),
+        shm=shm if isinstance(shm, (int, float)) else None,
+        nouveau=get(facts, "kernel.modules.nouveau") is True,
+        nofile=nofile if isinstance(nofile, int) else None,
+    )
+
+
 def compare(nodes: Mapping[str, Mapping]) -> list[Finding]:
     """Drift and outliers across nodes (nothing with fewer than two nodes)."""
+    return compare_nodes({node: extract(facts) for node, facts in nodes.items()})
+
+
+def compare_nodes(nodes: Mapping[str, NodeFacts]) -> list[Finding]:
+    """`compare` over the values `extract` read of each node."""
     if len(nodes) < 2:
         return []
     out: list[Finding] = []
-    for label, path in DRIFT:
-        out += _drift(nodes, label, lambda f, p=path: _scalar(get(f, p)))
-    libs = sorted({lib for f in nodes.values() for lib in _libraries(f)})
-    for lib in libs:
-        out += _drift(nodes, lib, lambda f, n=lib: _libraries(f).get(n))
+    for k, (label, _) in enumerate(DRIFT):
+        out += _drift(((n, f.versions[k]) for n, f in nodes.items()), label)
+    for lib in sorted({lib for f in nodes.values() for lib in f.libraries}):
+        out += _drift(((n, f.libraries.get(lib)) for n, f in nodes.items()), lib)
     for check in (_pcie, _counters, _xids, _throttle, _shm, _nouveau, _nofile):
         out += check(nodes)
     return sorted(out, key=lambda x: (x.node, x.kind, x.what))
@@ -100,125 +144,139 @@ def _libraries(facts: Mapping) -> dict[str, str]:
     return {x["name"]: str(x["version"]) for x in libs if isinstance(x, Mapping) and x.get("name") and x.get("version")}
 
 
-def _majority(values: Mapping[str, Any]) -> tuple[Any, int]:
-    counts = Counter(v for v in values.values())
-    (value, n), = counts.most_common(1)
-    return value, n
-
-
-def _drift(nodes: Mapping[str, Mapping], label: str, read: Callable[[Mapping], Any]) -> list[Finding]:
-    values = {n: read(f) for n, f in nodes.items()}
-    values = {n: v for n, v in values.items() if v is not None}
-    if len(set(map(str, values.values()))) < 2:
-        return []
-    common, n = _majority(values)
-    return [Finding(node, "drift", label, v, common, f"{label} {v} (others: {common} on {n} node{'s' if n != 1 else ''})")
-            for node, v in values.items() if v != common]
-
-
 def _gpus(facts: Mapping) -> list[Mapping]:
     gpus = get(facts, "nvml.gpus") or []
     return [g for g in gpus if isinstance(g, Mapping)]
 
 
-def _pcie(nodes):
+def _links(gpus: list[Mapping]) -> dict[Any, tuple[int, int, Any]]:
+    links = {}
+    for i, g in enumerate(gpus):
+        w, wmax, gen = g.get("pcie_width_current"), g.get("pcie_width_max"), g.get("pcie_gen_current")
+        if isinstance(w, int) and isinstance(gen, int):
+            links[g.get("index", i)] = (w, gen, wmax)
+    return links
+
+
+def _counter_totals(gpus: list[Mapping]) -> tuple[int, ...]:
+    totals = [sum(g.get(key) or 0 for g in gpus if isinstance(g.get(key) or 0, int)) for _, key in GPU_COUNTERS]
+    pending = sum(1 for g in gpus if g.get("remapped_rows_pending") or g.get("remapped_rows_failure"))
+    return (*totals, pending)
+
+
+def _majority(values: Iterable[Any]) -> tuple[Any, int]:
+    """The most frequent value and how often it occurs; of equally frequent ones, the first seen."""
+    (value, n), = Counter(values).most_common(1)
+    return value, n
+
+
+def _drift(read: Iterable[tuple[str, Any]], label: str) -> list[Finding]:
+    values = [(node, v) for node, v in read if v is not None]
+    if len({str(v) for _, v in values}) < 2:
+        return []
+    common, n = _majority(v for _, v in values)
+    return [Finding(node, "drift", label, v, common, f"{label} {v} (others: {common} on {n} node{'s' if n != 1 else ''})")
+            for node, v in values if v != common]
+
+
+def _pcie(nodes: Mapping[str, NodeFacts]) -> list[Finding]:
     """A GPU whose link runs narrower or slower than the same GPU on most nodes, or narrower
     than its own maximum (an idle GPU may lower its generation, never its width)."""
     out = []
-    links: dict[str, dict[int, tuple]] = {}
+    by_gpu: dict[Any, dict[str, tuple]] = {}
     for node, f in nodes.items():
-        for i, g in enumerate(_gpus(f)):
-            w, wmax, gen = g.get("pcie_width_current"), g.get("pcie_width_max"), g.get("pcie_gen_current")
-            if isinstance(w, int) and isinstance(gen, int):
-                links.setdefault(node, {})[g.get("index", i)] = (w, gen, wmax)
-    by_gpu: dict[int, dict[str, tuple]] = {}
-    for node, gpus in links.items():
-        for idx, link in gpus.items():
+        for idx, link in f.links.items():
             by_gpu.setdefault(idx, {})[node] = link
-    seen = set()
     for idx, per_node in sorted(by_gpu.items()):
-        common, _ = _majority({n: (w, gen) for n, (w, gen, _) in per_node.items()})
+        common, _ = _majority((w, gen) for w, gen, _ in per_node.values())
         for node, (w, gen, wmax) in per_node.items():
             narrow = isinstance(wmax, int) and w < wmax
             if ((w, gen) != common and (w < common[0] or gen < common[1])) or narrow:
                 of = f" of x{wmax}" if isinstance(wmax, int) else ""
-                seen.add(node)
                 out.append(Finding(node, "outlier", "PCIe link", f"GPU {idx}: gen{gen} x{w}{of}",
                                    f"gen{common[1]} x{common[0]}",
                                    f"GPU {idx} PCIe link at gen{gen} x{w}{of} (most nodes: gen{common[1]} x{common[0]})"))
     return out
 
 
-def _counters(nodes):
+def medians_of_others(values: Sequence[Any]) -> list[Any]:
+    """For each value, statistics.median of all the other values (0 where there is none),
+    from one sort: the others of value i are the sorted values without i's own place, so
+    their median is one or two reads either side of that place."""
+    n = len(values)
+    if n < 2:
+        return [0] * n
+    order = sorted(range(n), key=values.__getitem__)  # stable: as sorted() orders the others
+    ranked = [values[i] for i in order]
+    place = [0] * n
+    for k, i in enumerate(order):
+        place[i] = k
+    half, odd = divmod(n - 1, 2)
     out = []
-    for label, key in GPU_COUNTERS:
-        totals = {n: sum(g.get(key) or 0 for g in _gpus(f) if isinstance(g.get(key) or 0, int)) for n, f in nodes.items()}
-        out += _more_than_peers(totals, label)
-    pending = {n: sum(1 for g in _gpus(f) if g.get("remapped_rows_pending") or g.get("remapped_rows_failure"))
-               for n, f in nodes.items()}
-    out += _more_than_peers(pending, "GPUs with pending or failed row remapping")
+    for p in place:
+        hi = ranked[half] if half < p else ranked[half + 1]
+        if odd:
+            out.append(hi)
+        else:
+            lo = ranked[half - 1] if half - 1 < p else ranked[half]
+            out.append((lo + hi) / 2)
     return out
 
 
-def _more_than_peers(totals: Mapping[str, int], label: str) -> list[Finding]:
+def _more_than_peers(totals: Sequence[tuple[str, int]], label: str) -> list[Finding]:
+    typical = medians_of_others([v for _, v in totals])
+    return [Finding(node, "outlier", label, v, t, f"{v} {label} (others: {t:g})")
+            for (node, v), t in zip(totals, typical) if v > t]
+
+
+def _counters(nodes: Mapping[str, NodeFacts]) -> list[Finding]:
     out = []
-    for node, v in totals.items():
-        others = [x for n, x in totals.items() if n != node]
-        typical = median(others) if others else 0
-        if v > typical:
-            out.append(Finding(node, "outlier", label, v, typical, f"{v} {label} (others: {typical:g})"))
+    labels = [label for label, _ in GPU_COUNTERS] + ["GPUs with pending or failed row remapping"]
+    for k, label in enumerate(labels):
+        out += _more_than_peers([(n, f.counters[k]) for n, f in nodes.items()], label)
     return out
 
 
-def _xids(nodes):
+def _xids(nodes: Mapping[str, NodeFacts]) -> list[Finding]:
     out = []
-    events = {n: [e for e in (get(f, "kernel.xid_events") or []) if isinstance(e, Mapping)] for n, f in nodes.items()}
-    counts = {n: len(ev) for n, ev in events.items()}
-    for finding in _more_than_peers(counts, "Xid events"):
-        codes = sorted({e.get("code") for e in events[finding.node] if e.get("code") is not None})
+    for finding in _more_than_peers([(n, f.xid_events) for n, f in nodes.items()], "Xid events"):
+        codes = sorted(set(nodes[finding.node].xid_codes))
         text = f"{finding.value} Xid event{'s' if finding.value != 1 else ''} (Xid {', '.join(map(str, codes))}; others: {finding.expected:g})"
         out.append(Finding(finding.node, "outlier", "Xid events", codes, finding.expected, text))
     return out
 
 
-def _throttle(nodes):
-    reasons = {n: {r for g in _gpus(f) for r in (g.get("throttle_reasons") or []) if r not in BENIGN_THROTTLE}
-               for n, f in nodes.items()}
+def _throttle(nodes: Mapping[str, NodeFacts]) -> list[Finding]:
+    have = Counter(r for f in nodes.values() for r in f.throttle)
+    total = len(nodes)
     out = []
-    for node, rs in reasons.items():
-        for r in sorted(rs):
-            have = sum(1 for x in reasons.values() if r in x)
-            if have * 2 < len(nodes) + (len(nodes) == 2):  # a minority (on two nodes: only one has it)
+    for node, f in nodes.items():
+        for r in sorted(f.throttle):
+            if have[r] * 2 < total + (total == 2):  # a minority (on two nodes: only one has it)
                 out.append(Finding(node, "outlier", "throttle reason", r, None,
-                                   f"GPU clocks throttled by {r} (on {have} of {len(nodes)} nodes)"))
+                                   f"GPU clocks throttled by {r} (on {have[r]} of {total} nodes)"))
     return out
 
 
-def _shm(nodes):
-    sizes = {n: get(f, "io.shm_size_mib") for n, f in nodes.items()}
-    sizes = {n: v for n, v in sizes.items() if isinstance(v, (int, float))}
-    out = []
-    for node, v in sizes.items():
-        others = [x for n, x in sizes.items() if n != node]
-        if others and v < 0.5 * median(others):
-            out.append(Finding(node, "outlier", "/dev/shm", v, median(others),
-                               f"/dev/shm {v:g} MiB (others: {median(others):g} MiB)"))
-    return out
+def _shm(nodes: Mapping[str, NodeFacts]) -> list[Finding]:
+    sizes = [(n, f.shm) for n, f in nodes.items() if f.shm is not None]
+    if len(sizes) < 2:
+        return []
+    return [Finding(node, "outlier", "/dev/shm", v, m, f"/dev/shm {v:g} MiB (others: {m:g} MiB)")
+            for (node, v), m in zip(sizes, medians_of_others([v for _, v in sizes])) if v < 0.5 * m]
 
 
-def _nouveau(nodes):
-    loaded = {n: get(f, "kernel.modules.nouveau") for n, f in nodes.items()}
-    if sum(1 for v in loaded.values() if v is True) * 2 >= len(loaded):
+def _nouveau(nodes: Mapping[str, NodeFacts]) -> list[Finding]:
+    if sum(1 for f in nodes.values() if f.nouveau) * 2 >= len(nodes):
         return []
     return [Finding(n, "outlier", "nouveau", True, False, "nouveau module loaded (not on the others)")
-            for n, v in loaded.items() if v is True]
+            for n, f in nodes.items() if f.nouveau]
 
 
-def _nofile(nodes):
-    limits = {n: get(f, "io.nofile_soft") for n, f in nodes.items()}
-    limits = {n: v for n, v in limits.items() if isinstance(v, int)}
+def _nofile(nodes: Mapping[str, NodeFacts]) -> list[Finding]:
+    limits = [(n, f.nofile) for n, f in nodes.items() if f.nofile is not None]
     if len(limits) < 2:
         return []
-    common, _ = _majority(limits)
+    common, _ = _majority(v for _, v in limits)
     return [Finding(n, "outlier", "open files limit", v, common, f"open files limit {v} (most nodes: {common})")
-            for n, v in limits.items() if v < common]
+            for n, v in limits if v < common]

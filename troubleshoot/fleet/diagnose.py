@@ -1,18 +1,25 @@
 """`fleet diagnose DIR`: every node's snapshot (and the job's logs) through the one pipeline,
-then the nodes compared. Builds sources and calls `pipeline.diagnose_sources`; no rules here."""
+then the nodes compared. Builds sources and calls `pipeline.diagnose_sources`; no rules here.
+
+Snapshots are read one at a time (nodes.py), by several processes at once (forked.py): each is
+checked, diagnosed, and the few values the comparison reads are kept; the snapshot itself is
+dropped before the next is read, so memory grows with the nodes' findings, not with their
+snapshots. Only when there are logs are the snapshots kept, since the job's diagnosis reads each
+log with its node's facts.
+"""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Sequence
 
 from troubleshoot.errors import TroubleshootError
-from troubleshoot.fleet.compare import Finding, compare
+from troubleshoot.fleet import forked
+from troubleshoot.fleet.compare import Finding, compare_nodes
 from troubleshoot.model import Diagnosis
 from troubleshoot.sources import FactsSource, LogSource, Sources, log_sources
-
-MAX_NODES = 10_000
 
 
 @dataclass
@@ -24,6 +31,7 @@ class FleetResult:
     headline: str | None
     warnings: list[str] = field(default_factory=list)
     logs: int = 0
+    left_out: int = 0  # snapshots not read: past --max-nodes
 
     def groups(self) -> list[tuple[str, str, list[str]]]:
         """(rule id, symptom, nodes) for each diagnosis, most nodes first: "3 nodes: docker-gpu-missing"."""
@@ -33,84 +41,88 @@ class FleetResult:
                 seen.setdefault(d.rule.id, (d.symptom, []))[1].append(node)
         return sorted(((r, s, ns) for r, (s, ns) in seen.items()), key=lambda g: (-len(g[2]), g[0]))
 
+    def findings_by_node(self) -> dict[str, list[Finding]]:
+        """Each node's findings, in the order of `findings`: one pass, for views that list them by node."""
+        out: dict[str, list[Finding]] = {}
+        for f in self.findings:
+            out.setdefault(f.node, []).append(f)
+        return out
 
-def load_snapshots(folder: Path) -> tuple[dict[str, dict], list[str]]:
-    """<node>.json files of a folder (however they were collected): {node: facts}, warnings."""
-    from troubleshoot import snapshot
 
+def snapshot_files(folder: Path) -> list[Path]:
+    """The <node>.json files of a folder, in name order."""
     if not folder.is_dir():
         raise TroubleshootError(f"cannot read snapshots {folder}: not a folder")
-    facts: dict[str, dict] = {}
-    warnings: list[str] = []
-    for path in sorted(folder.glob("*.json"))[:MAX_NODES]:
-        if path.name.startswith(".") or path.name.endswith(".log.json"):
-            continue  # a temporary file of an interrupted save; a `run --format json` report
-        try:
-            loaded = snapshot.load(path)
-        except TroubleshootError as exc:
-            warnings.append(f"{exc}; node {path.stem} left out")
-            continue
-        except Exception as exc:  # one node's file never stops the report on the others
-            warnings.append(f"{path}: unreadable ({type(exc).__name__}: {str(exc)[:200]}); node {path.stem} left out")
-            continue
-        warnings += loaded.warnings
-        facts[path.stem] = loaded.facts
-    return facts, warnings
+    try:
+        with os.scandir(folder) as entries:
+            # not a dot file (a temporary file of an interrupted save) nor a `run --format json` report
+            names = sorted(e.name for e in entries if e.name.endswith(".json") and not e.name.startswith(".")
+                           and not e.name.endswith(".log.json"))
+    except OSError as exc:
+        raise TroubleshootError(f"cannot read snapshots {folder}: {exc.strerror or exc}") from None
+    return [folder / n for n in names]
 
 
-def node_logs(folder: Path, nodes: Sequence[str], extra: Sequence[str]) -> list[LogSource]:
-    """Logs in the folder (and --log): a file in a node's subfolder belongs to that node."""
+def _has_logs(folder: Path) -> bool:
+    return any(p.is_file() and not p.name.endswith(".json") for p in folder.rglob("*"))
+
+
+def node_logs(folder: Path, nodes: Sequence[str], extra: Sequence[str], in_folder: bool | None = None) -> list[LogSource]:
+    """Logs in the folder (and --log): a file in a node's subfolder belongs to that node.
+    `in_folder`: whether the folder holds logs, when the caller has looked already."""
     logs = []
-    if any(p.is_file() and not p.name.endswith(".json") for p in folder.rglob("*")):
+    if _has_logs(folder) if in_folder is None else in_folder:
+        known = set(nodes)
         for src in log_sources([str(folder)]):
             rel = Path(src.path).relative_to(folder).parts
-            if src.node is None and len(rel) > 1 and rel[0] in nodes:
+            if src.node is None and len(rel) > 1 and rel[0] in known:
                 src = replace(src, node=rel[0])
             logs.append(src)
     return logs + (log_sources(extra) if extra else [])
 
 
-def diagnose_fleet(folder: Path, ruleset, extra_logs: Sequence[str] = ()) -> FleetResult:
-    from troubleshoot import pipeline
-
-    facts, warnings = load_snapshots(folder)
-    logs = node_logs(folder, list(facts), extra_logs)
-    if not facts and not logs:
+def diagnose_fleet(folder: Path, ruleset, extra_logs: Sequence[str] = (), max_nodes: int | None = None,
+                   jobs: int = 1) -> FleetResult:
+    """The fleet's report: every node diagnosed and compared, the job's logs read together.
+    `max_nodes`: read at most this many snapshots (in name order); the others are counted in
+    `left_out` and named in a warning. `jobs`: processes that read the snapshots (forked.py)."""
+    files = snapshot_files(folder)
+    rest = files[max_nodes:] if max_nodes is not None else []
+    files = files[:len(files) - len(rest)]
+    in_folder = _has_logs(folder)
+    read = forked.read(files, ruleset, in_folder or bool(extra_logs), jobs)
+    logs = node_logs(folder, read.loaded, extra_logs, in_folder)
+    if not read.loaded and not logs:
         raise TroubleshootError(f"no snapshots (<node>.json) or logs in {folder}")
+    warnings = [_left_out(rest, max_nodes)] if rest else []
+    warnings += read.warnings + [f"snapshot {n}: cannot be diagnosed ({why}); left out" for n, why in sorted(read.failed)]
     log_nodes = {s.node for s in logs if s.node}
-    per_node: dict[str, list[Diagnosis]] = {}
-    for node in sorted(set(facts) | log_nodes):
-        found = _node_diagnoses(node, facts, ruleset, warnings)
-        if node in facts or node in log_nodes:  # facts that could not be diagnosed leave the node out
-            per_node[node] = found
-    nodes = list(per_node)
-    job: list[Diagnosis] = []
-    headline = None
-    if logs:
-        result = pipeline.diagnose_sources(
-            Sources(logs, [FactsSource(f, f"snapshot {n}", n) for n, f in facts.items()]), ruleset)
-        job, headline = result.diagnoses, result.headline
-        for d in job:  # a log diagnosis joins the list of every node it was seen on
-            for node in d.nodes:
-                if d.count and node in per_node:
-                    per_node[node] = _ranked_in(per_node[node], d)
-    return FleetResult(nodes, compare(facts), per_node, job, headline, warnings, len(logs))
+    per_node = {node: read.diagnosed.get(node, []) for node in sorted(set(read.diagnosed) | log_nodes)}
+    job, headline = _job(logs, read.facts, ruleset, per_node)
+    return FleetResult(list(per_node), compare_nodes(read.compared), per_node, job, headline, warnings, len(logs),
+                       len(rest))
 
 
-def _node_diagnoses(node: str, facts: dict[str, dict], ruleset, warnings: list[str]) -> list[Diagnosis]:
-    """One node's diagnoses from its facts; a node whose facts cannot be diagnosed is reported
-    and left out of the comparison, and the others go on."""
+def _left_out(rest: list[Path], max_nodes: int | None) -> str:
+    return (f"--max-nodes {max_nodes}: {len(rest)} more snapshot{'s' if len(rest) != 1 else ''} left out "
+            f"({rest[0].name} and after it, in name order)")
+
+
+def _job(logs: list[LogSource], facts: dict[str, dict], ruleset,
+         per_node: dict[str, list[Diagnosis]]) -> tuple[list[Diagnosis], str | None]:
+    """The job's logs diagnosed together with every node's facts; each log diagnosis also joins
+    the list of every node it was seen on."""
     from troubleshoot import pipeline
 
-    if node not in facts:
-        return []
-    try:
-        return pipeline.diagnose_sources(Sources([], [FactsSource(facts[node], f"snapshot {node}", node)]),
-                                         ruleset).diagnoses
-    except Exception as exc:
-        warnings.append(f"snapshot {node}: cannot be diagnosed ({type(exc).__name__}: {str(exc)[:200]}); left out")
-        del facts[node]
-        return []
+    if not logs:
+        return [], None
+    result = pipeline.diagnose_sources(
+        Sources(logs, [FactsSource(f, f"snapshot {n}", n) for n, f in facts.items()]), ruleset)
+    for d in result.diagnoses:
+        for node in d.nodes:
+            if d.count and node in per_node:
+                per_node[node] = _ranked_in(per_node[node], d)
+    return result.diagnoses, result.headline
 
 
 def _ranked_in(current: list[Diagnosis], d: Diagnosis) -> list[Diagnosis]:

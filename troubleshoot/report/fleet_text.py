@@ -14,8 +14,9 @@ def render_text(res, colour: bool = False) -> str:
     if res.headline:
         out += [terminal_safe(res.headline), ""]
     rows = []
+    by_node = res.findings_by_node()
     for node in res.nodes:
-        items = [f"{f.kind}: {f.text}" for f in res.findings if f.node == node]
+        items = [f"{f.kind}: {f.text}" for f in by_node.get(node, [])]
         items += [f"{v.severity}: {v.symptom} ({v.rule})" for v in map(diagnosis_view, res.per_node.get(node, []))]
         rows.append((node, items or ["ok"]))
     width = max([len("NODE")] + [len(n) for n, _ in rows])
@@ -50,5 +51,6 @@ def render_json(res) -> str:
         "summary": res.headline,
         "logs": res.logs,
         "warnings": res.warnings,
+        "left_out": res.left_out,
     }
     return json.dumps(doc, indent=2, default=str) + "\n"

@@ -21,8 +21,9 @@ _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 def node_rows(res) -> list[tuple[str, int, str]]:
     """(node, number of findings and diagnoses, the worst one in a few words), nodes with most first."""
     rows = []
+    by_node = res.findings_by_node()
     for node in res.nodes:
-        findings = [f for f in res.findings if f.node == node]
+        findings = by_node.get(node, [])
         diags = res.per_node.get(node, [])
         worst = diags[0].symptom if diags else (findings[0].what if findings else "ok")
         rows.append((node, len(findings) + len(diags), worst))
