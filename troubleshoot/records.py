@@ -7,7 +7,8 @@ small diagnosis defines were 40 % of its start (more than importing every module
 in). A record is a real dataclass (`dataclasses.fields`, `replace`, `asdict` and
 `is_dataclass` work as ever; `field(default=..., default_factory=..., init=, repr=,
 compare=, hash=)` means what it means there) whose methods are shared functions that read the
-class's fields, built once per class as closures: nothing is compiled.
+class's fields, built once per class as closures: nothing is compiled at import. A class
+that is made often (HOT instances) then gets the __init__ a dataclass writes, compiled once.
 
 What a record does not take: `order`, `slots`, `kw_only`, `InitVar` and `unsafe_hash` (a
 class that needs them stays a plain dataclass). `__post_init__` is called as a dataclass
@@ -21,6 +22,9 @@ from dataclasses import MISSING, FrozenInstanceError
 from typing import Any, Callable, TypeVar
 
 T = TypeVar("T", bound=type)
+
+# Instances of one class after which its __init__ is compiled (see _compiled_init).
+HOT = 256
 
 
 def record(cls: T | None = None, /, *, frozen: bool = False) -> Any:
@@ -63,32 +67,88 @@ def _init(cls: type, fields: list[dataclasses.Field]) -> Callable:
     rest = [f for f in fields if not f.init and (f.default is not MISSING or f.default_factory is not MISSING)]
     post_init = hasattr(cls, "__post_init__")
     title = cls.__qualname__
+    count = len(names)
+    # The fields after the positional arguments, each with what fills it when no keyword does:
+    # (name, default, factory), MISSING where there is none.
+    tails = [[(f.name, f.default, f.default_factory) for f in given[k:]] for k in range(count + 1)]
+
+    calls = [0]
 
     def __init__(self, *args, **kwargs) -> None:
-        if len(args) > len(names):
-            raise TypeError(f"{title}.__init__() takes {len(names) + 1} positional arguments but {len(args) + 1} were given")
+        calls[0] += 1
+        if calls[0] == HOT and cls.__dict__.get("__init__") is __init__:
+            cls.__init__ = _compiled_init(cls, given, rest, post_init)  # from the next instance on
         d = self.__dict__  # as a dataclass's __init__ sets fields, frozen or not (no __slots__)
-        for name, value in zip(names, args):
-            if name in kwargs:
-                raise TypeError(f"{title}.__init__() got multiple values for argument '{name}'")
-            d[name] = value
-        for f in given[len(args):]:
-            if f.name in kwargs:
-                d[f.name] = kwargs.pop(f.name)
-            elif f.default is not MISSING:
-                d[f.name] = f.default
-            elif f.default_factory is not MISSING:
-                d[f.name] = f.default_factory()
-            else:
-                raise TypeError(f"{title}.__init__() missing 1 required positional argument: '{f.name}'")
-        if kwargs:  # every field's was taken out: what is left names none
-            raise TypeError(f"{title}.__init__() got an unexpected keyword argument '{next(iter(kwargs))}'")
+        if len(args) == count and not kwargs:  # every field given by position: most calls at run time
+            d.update(zip(names, args))
+        else:
+            _fill(d, args, kwargs, names, tails, title)
         for f in rest:
             d[f.name] = f.default if f.default is not MISSING else f.default_factory()
         if post_init:
             self.__post_init__()
 
     return __init__
+
+
+def _compiled_init(cls: type, given: list[dataclasses.Field], rest: list[dataclasses.Field],
+                   post_init: bool) -> Callable:
+    """The __init__ a dataclass would write, compiled once the class is in use: a class made
+    thousands of times (a hit of a scan) pays the compile once, a class made a few times never."""
+    space: dict[str, Any] = {"MISSING": MISSING}
+    params, body = [], []
+    for i, f in enumerate(given):
+        if f.default is not MISSING:
+            space[f"d{i}"] = f.default
+            params.append(f"{f.name}=d{i}")
+        elif f.default_factory is not MISSING:
+            space[f"f{i}"] = f.default_factory
+            params.append(f"{f.name}=MISSING")
+            body.append(f"    if {f.name} is MISSING: {f.name} = f{i}()")
+        else:
+            params.append(f.name)
+    body.append("    d = self.__dict__")
+    body += [f"    d[{f.name!r}] = {f.name}" for f in given]
+    for i, f in enumerate(rest):
+        if f.default is not MISSING:
+            space[f"r{i}"] = f.default
+            body.append(f"    d[{f.name!r}] = r{i}")
+        else:
+            space[f"rf{i}"] = f.default_factory
+            body.append(f"    d[{f.name!r}] = rf{i}()")
+    if post_init:
+        body.append("    self.__post_init__()")
+    source = f"def __init__(self, {', '.join(params)}):\n" + "\n".join(body) + "\n"
+    exec(compile(source, f"<record {cls.__qualname__}.__init__>", "exec"), space)
+    init = space["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    return init
+
+
+def _fill(d: dict, args: tuple, kwargs: dict, names: list[str], tails: list, title: str) -> None:
+    """A record's fields from positional and keyword arguments, defaults and factories, with the
+    errors a dataclass's __init__ raises."""
+    if len(args) > len(names):
+        least = sum(1 for _, default, factory in tails[0] if default is MISSING and factory is MISSING)
+        takes = f"from {least + 1} to {len(names) + 1}" if least < len(names) else str(len(names) + 1)
+        raise TypeError(f"{title}.__init__() takes {takes} positional arguments but {len(args) + 1} were given")
+    for name, value in zip(names, args):
+        if name in kwargs:
+            raise TypeError(f"{title}.__init__() got multiple values for argument '{name}'")
+        d[name] = value
+    if kwargs:
+        kwargs = dict(kwargs)  # taken apart below; the caller's dict stays as it was
+    for name, default, factory in tails[len(args)]:
+        if name in kwargs:
+            d[name] = kwargs.pop(name)
+        elif default is not MISSING:
+            d[name] = default
+        elif factory is not MISSING:
+            d[name] = factory()
+        else:
+            raise TypeError(f"{title}.__init__() missing 1 required positional argument: '{name}'")
+    if kwargs:  # every field's was taken out: what is left names none
+        raise TypeError(f"{title}.__init__() got an unexpected keyword argument '{next(iter(kwargs))}'")
 
 
 def _repr(names: list[str]) -> Callable:

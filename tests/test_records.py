@@ -1,0 +1,105 @@
+"""A record behaves as the dataclass it stands for: the same instances, errors and comparisons,
+before and after its __init__ is compiled (records.HOT instances)."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import pickle
+from collections import deque
+from dataclasses import field
+
+import pytest
+
+from troubleshoot import records
+from troubleshoot.records import record
+
+
+def _sample(make):
+    @make
+    class Sample:
+        """A sample."""
+
+        a: int
+        b: str = "b"
+        c: deque = field(default_factory=lambda: deque(maxlen=2))
+        d: float = field(default=1.5, compare=False, repr=False)
+        e: list = field(default_factory=list, init=False, compare=False)
+
+    return Sample
+
+
+# Module-level, so that pickle finds them by name.
+Plain, FrozenPlain = _sample(dataclasses.dataclass), _sample(dataclasses.dataclass(frozen=True))
+Rec, FrozenRec = _sample(record), _sample(record(frozen=True))
+for _cls, _name in ((Plain, "Plain"), (FrozenPlain, "FrozenPlain"), (Rec, "Rec"), (FrozenRec, "FrozenRec")):
+    _cls.__qualname__ = _cls.__name__ = _name
+
+
+def _pair(frozen: bool):
+    """The same class made by @dataclass and by @record."""
+    return (FrozenPlain, FrozenRec) if frozen else (Plain, Rec)
+
+
+CALLS = [((1,), {}), ((1, "x"), {}), ((1,), {"b": "y", "d": 2.5}), ((), {"a": 3}), ((1, "x", deque([1]), 9.0), {})]
+BAD = [((), {}), ((1,), {"a": 2}), ((1,), {"zz": 1}), ((1, 2, 3, 4, 5), {})]
+
+
+def _outcome(cls, args, kwargs):
+    try:
+        obj = cls(*args, **kwargs)
+    except TypeError as exc:
+        return ("TypeError", str(exc).split("()", 1)[1])  # the class's name aside
+    return ("ok", repr(obj).split("(", 1)[1], dataclasses.asdict(obj))
+
+
+@pytest.mark.parametrize("frozen", [False, True])
+@pytest.mark.parametrize("hot", [False, True])
+def test_a_record_is_made_and_refused_as_its_dataclass_is(frozen, hot, monkeypatch):
+    if hot:
+        monkeypatch.setattr(records, "HOT", 1)  # the compiled __init__ from the second instance on
+    plain, rec = _pair(frozen)
+    for _ in range(3):
+        for args, kwargs in CALLS + BAD:
+            assert _outcome(rec, args, kwargs) == _outcome(plain, args, kwargs), (args, kwargs)
+
+
+@pytest.mark.parametrize("frozen", [False, True])
+def test_a_record_compares_hashes_copies_and_replaces_as_its_dataclass(frozen):
+    plain, rec = _pair(frozen)
+    for cls in (plain, rec):
+        x, y = cls(1, d=9.0), cls(1)
+        assert x == y and x != cls(2) and (x == plain(1)) is (cls is plain)
+        assert dataclasses.replace(x, b="z").b == "z" and dataclasses.is_dataclass(cls)
+        assert [f.name for f in dataclasses.fields(cls)] == ["a", "b", "c", "d", "e"]
+        assert cls.__match_args__ == ("a", "b", "c", "d")
+        assert pickle.loads(pickle.dumps(x)) == x and copy.deepcopy(x) == x
+        nan = cls(1, b=math.nan)  # the same object in both: equal, as tuples compare
+        assert nan == copy.copy(nan)
+    if frozen:
+        assert hash(rec(1, "q", (1,))) == hash(rec(1, "q", (1,))) == hash(plain(1, "q", (1,)))
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            rec(1).a = 2
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            del rec(1).b
+    else:
+        with pytest.raises(TypeError):
+            hash(rec(1))
+        obj = rec(1)
+        obj.a = 5
+        assert obj.a == 5
+
+
+def test_a_record_keeps_what_its_class_defines_and_calls_post_init():
+    @record(frozen=True)
+    class Kept:
+        x: int
+
+        def __repr__(self) -> str:
+            return "mine"
+
+        def __post_init__(self) -> None:
+            object.__setattr__(self, "seen", self.x * 2)
+
+    assert repr(Kept(2)) == "mine" and Kept(2).seen == 4
