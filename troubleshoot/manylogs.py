@@ -33,7 +33,7 @@ def worth_forking(logs: int, size: int) -> bool:
         return False
     from troubleshoot.scan import children
 
-    return threaded.scan_threads(size) > 0 and children.forkable()
+    return threaded.scan_threads(size, MIN_BYTES) > 0 and children.forkable()
 
 
 def shares(sizes: Sequence[int]) -> list[range] | None:

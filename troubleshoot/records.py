@@ -6,19 +6,24 @@ every time the class is defined: about 5 million instructions a class, and the 4
 small diagnosis defines were 40 % of its start (more than importing every module they live
 in). A record is a real dataclass (`dataclasses.fields`, `replace`, `asdict` and
 `is_dataclass` work as ever; `field(default=..., default_factory=..., init=, repr=,
-compare=, hash=)` means what it means there) whose methods are shared functions that read the
-class's fields, built once per class as closures: nothing is compiled at import. A class
-that is made often (HOT instances) then gets the __init__ a dataclass writes, compiled once.
+compare=, hash=)` means what it means there) whose `__init__`, `__repr__`, `__eq__` and
+`__hash__` are shared functions that read the class's fields, built once per class as
+closures (a frozen record's `__setattr__` and `__delattr__` are still the dataclass's). A class
+that is made often (HOT instances) then gets the `__init__` a dataclass writes, compiled once.
 
-What a record does not take: `order`, `slots`, `kw_only`, `InitVar` and `unsafe_hash` (a
-class that needs them stays a plain dataclass). `__post_init__` is called as a dataclass
-calls it. A method the class defines itself is kept, as a dataclass keeps it.
+What a record does not take: `order`, `slots`, `kw_only` (refused), `InitVar` and
+`unsafe_hash` (a class that needs them stays a plain dataclass). Its `__doc__` is not the
+signature a dataclass writes for a class without one, and its first `__init__` writes the
+instance's `__dict__` as a frozen dataclass's does (a custom `__setattr__` is not called
+there). `__post_init__` is called as a dataclass calls it; a method the class defines itself
+is kept, as a dataclass keeps it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import MISSING, FrozenInstanceError
+import reprlib
+from dataclasses import MISSING
 from typing import Any, Callable, TypeVar
 
 T = TypeVar("T", bound=type)
@@ -39,9 +44,13 @@ def record(cls: T | None = None, /, *, frozen: bool = False) -> Any:
 def _record(cls: T, frozen: bool) -> T:
     if cls.__dict__.get("__doc__") is None:
         cls.__doc__ = cls.__name__  # else dataclasses computes one with inspect.signature
-    cls = dataclasses.dataclass(cls, init=False, repr=False, eq=False)
+    # frozen as asked: a dataclass checks it against its bases' and writes __setattr__ and
+    # __delattr__ (two small functions; __init__, __repr__, __eq__ and __hash__ are ours).
+    cls = dataclasses.dataclass(cls, init=False, repr=False, eq=False, frozen=frozen)
     fields = list(dataclasses.fields(cls))
     own = cls.__dict__
+    _check(cls, fields)
+    cls.__dataclass_params__ = _params(cls.__dataclass_params__, frozen)  # what subclasses and tools read
     methods: dict[str, Callable] = {
         "__init__": _init(cls, fields),
         "__repr__": _repr([f.name for f in fields if f.repr]),
@@ -49,16 +58,40 @@ def _record(cls: T, frozen: bool) -> T:
     }
     if frozen:
         hashed = [f.name for f in fields if (f.compare if f.hash is None else f.hash)]
-        names = frozenset(f.name for f in fields)
-        methods.update(__hash__=_hash(hashed), __setattr__=_frozen_set(cls, names),
-                       __delattr__=_frozen_del(cls, names))
+        methods["__hash__"] = _hash(hashed)
+    # A class that defines __eq__ gets __hash__ = None from Python itself: not a hash of its own.
+    implicit = own.get("__hash__", 0) is None and "__eq__" in own
     for name, method in methods.items():
-        if name not in own:
+        if name not in own or (name == "__hash__" and implicit):
             method.__qualname__ = f"{cls.__qualname__}.{name}"
             setattr(cls, name, method)
     if not frozen and "__hash__" not in own:
         cls.__hash__ = None  # type: ignore[assignment]  # as a dataclass with eq and no frozen
     return cls
+
+
+def _check(cls: type, fields: list[dataclasses.Field]) -> None:
+    """What a dataclass refuses when it writes __init__, and what a record does not do."""
+    seen_default = None
+    for f in fields:
+        if getattr(f, "kw_only", False) is True:
+            raise TypeError(f"{cls.__qualname__}: a record has no keyword-only fields ({f.name!r})")
+        if not f.init:
+            continue
+        if f.default is not MISSING or f.default_factory is not MISSING:
+            seen_default = f.name
+        elif seen_default is not None:
+            raise TypeError(f"non-default argument {f.name!r} follows default argument")
+
+
+def _params(made, frozen: bool):
+    """The class's dataclass parameters as a dataclass with these methods would have them."""
+    params = object.__new__(type(made))
+    for name in type(made).__slots__:
+        setattr(params, name, getattr(made, name))
+    params.init = params.repr = params.eq = True
+    params.frozen = frozen
+    return params
 
 
 def _init(cls: type, fields: list[dataclasses.Field]) -> Callable:
@@ -152,6 +185,7 @@ def _fill(d: dict, args: tuple, kwargs: dict, names: list[str], tails: list, tit
 
 
 def _repr(names: list[str]) -> Callable:
+    @reprlib.recursive_repr()
     def __repr__(self) -> str:
         inner = ", ".join(f"{n}={getattr(self, n)!r}" for n in names)
         return f"{type(self).__qualname__}({inner})"
@@ -174,21 +208,3 @@ def _hash(names: list[str]) -> Callable:
         return hash(tuple([getattr(self, n) for n in names]))
 
     return __hash__
-
-
-def _frozen_set(cls: type, names: frozenset[str]) -> Callable:
-    def __setattr__(self, name: str, value) -> None:
-        if type(self) is cls or name in names:
-            raise FrozenInstanceError(f"cannot assign to field {name!r}")
-        super(cls, self).__setattr__(name, value)
-
-    return __setattr__
-
-
-def _frozen_del(cls: type, names: frozenset[str]) -> Callable:
-    def __delattr__(self, name: str) -> None:
-        if type(self) is cls or name in names:
-            raise FrozenInstanceError(f"cannot delete field {name!r}")
-        super(cls, self).__delattr__(name)
-
-    return __delattr__

@@ -203,16 +203,22 @@ def compile_later() -> None:
             pass
         return
     try:  # pragma: no cover - runs in the forked processes
-        if _lock_compiling() and not os.fork():
+        lock = _lock_compiling()
+        if lock is not None and not os.fork():
             os.setsid()
+            # Nothing of the command's stays held: a caller waiting for a pipe it passed to see
+            # its end, or to unmount the folder it ran in, is not kept waiting by the compile.
+            os.closerange(3, lock)
+            os.closerange(lock + 1, os.sysconf("SC_OPEN_MAX"))
+            os.chdir("/")
             _detached_compile(wanted)
     finally:  # pragma: no cover
         os._exit(0)
 
 
-def _lock_compiling() -> bool:  # pragma: no cover - runs in a forked process
+def _lock_compiling() -> int | None:  # pragma: no cover - runs in a forked process
     """`.compiling` in the cache folder opened and locked, the descriptor left open for the
-    detached process (a lock lasts while any process holds the file open); False when another
+    detached process (a lock lasts while any process holds the file open); None when another
     process holds it or the folder cannot be written."""
     import fcntl
 
@@ -222,8 +228,8 @@ def _lock_compiling() -> bool:  # pragma: no cover - runs in a forked process
         lock = os.open(folder / ".compiling", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
-        return False
-    return True
+        return None
+    return lock
 
 
 def _detached_compile(wanted) -> None:  # pragma: no cover - runs in the detached process
