@@ -34,6 +34,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scan_bench import _pss_kib, _tree  # noqa: E402  (the processes of a command, and their PSS)
+
 REPO = Path(__file__).resolve().parents[1]
 BASE = REPO / "tests" / "fixtures" / "snapshots" / "base.json"
 XID79_LINE = (REPO / "tests" / "fixtures" / "machines" / "xid-79" / "dmesg.txt").read_text().splitlines()[1]
@@ -122,31 +125,6 @@ def _wait(pid: int) -> tuple[int, resource.struct_rusage, int]:
             return status, usage, peak
         peak = max(peak, sum(_pss_kib(p) for p in _tree(pid)))
         time.sleep(0.02)
-
-
-def _tree(pid: int) -> list[int]:
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        try:
-            for task in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{task}/children") as f:
-                    todo += [int(c) for c in f.read().split()]
-        except OSError:
-            pass
-    return out
-
-
-def _pss_kib(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
 
 
 def main() -> None:
