@@ -8,6 +8,7 @@ import pickle
 import threading
 from pathlib import Path
 
+import pytest
 
 from conftest import REPO, run_cli
 from troubleshoot import usercache
@@ -44,6 +45,7 @@ class Boom:
         return (os.system, (f"touch {os.environ['XDG_CACHE_HOME']}/PWNED",))
 
 
+@pytest.mark.cold_cache
 def test_a_planted_cache_never_runs_code(rules_dir):
     d = rules_dir({"team.yaml": RULE.format(extra="")})
     load_ruleset([d])  # writes the cache
@@ -60,6 +62,7 @@ def test_a_planted_cache_never_runs_code(rules_dir):
     assert not (Path(os.environ["XDG_CACHE_HOME"]) / "PWNED").exists()
 
 
+@pytest.mark.cold_cache
 def test_a_cache_others_can_write_is_ignored(rules_dir):
     d = rules_dir({"team.yaml": RULE.format(extra="")})
     load_ruleset([d])
@@ -77,6 +80,7 @@ def test_a_cache_others_can_write_is_ignored(rules_dir):
     assert "forged" not in " ".join(map(str, load_ruleset([d]).problems))
 
 
+@pytest.mark.cold_cache
 def test_files_with_problems_are_cached_with_their_problems(rules_dir, monkeypatch):
     d = rules_dir({"bad.yaml": "rules: [\n  {id: x\n"})
     first = [str(p) for p in load_ruleset([d], include_shipped=False).problems]

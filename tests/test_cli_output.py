@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import REPO, run_cli, run_main
 from troubleshoot.scan import re2_available
 
 OOM_LOG = REPO / "examples" / "logs" / "cuda-oom.log"
@@ -78,14 +78,14 @@ def test_fix_preview_prints_advice_as_plain_text_without_escapes():
 
 
 def test_rules_show_and_why_read_well(rules_dir):
-    show = run_cli("rules", "show", "torch-cuda-oom-fragmentation").stdout.decode()
+    show = run_main("rules", "show", "torch-cuda-oom-fragmentation").stdout.decode()
     assert "{'" not in show and "      name: PYTORCH_CUDA_ALLOC_CONF" in show
     assert "  - set-env: Use expandable segments" in show
     d = rules_dir({"hostile.yaml": HOSTILE_RULE})
-    why = run_cli("rules", "why", "team-hostile", "--rules", str(d), "--log", "-", input=HOSTILE_LOG).stdout.decode()
+    why = run_main("rules", "why", "team-hostile", "--rules", str(d), "--log", "-", input=HOSTILE_LOG).stdout.decode()
     assert re.match(r"rule team-hostile \(.*\): fired\n", why) and "FIRED" not in why
     assert "\x1b" not in why and "\x07" not in why and "\\x07bell  reset" in why
-    miss = run_cli("rules", "why", "team-hostile", "--rules", str(d), "--log", "-", input=b"nothing\n").stdout.decode()
+    miss = run_main("rules", "why", "team-hostile", "--rules", str(d), "--log", "-", input=b"nothing\n").stdout.decode()
     assert re.match(r"rule team-hostile \(.*\): did not fire: ", miss)
 
 
@@ -100,14 +100,14 @@ def test_fail_on_severity(rules_dir):
     assert _fail_on("info", []) == 0
     d = rules_dir({"hostile.yaml": HOSTILE_RULE})  # a warning, through the real command
     for threshold, code in (("error", 0), ("warning", 1)):
-        p = run_cli("diagnose", "--no-probe", "--format", "json", "--rules", str(d), "--fail-on", threshold,
+        p = run_main("diagnose", "--no-probe", "--format", "json", "--rules", str(d), "--fail-on", threshold,
                     input=b"HOSTILE x\n")
         assert p.returncode == code and json.loads(p.stdout)["diagnoses"][0]["severity"] == "warning"
 
 
 def test_rules_and_fixers_without_subcommand_both_list():
-    rules = run_cli("rules")
-    fixers = run_cli("fixers")
+    rules = run_main("rules")
+    fixers = run_main("fixers")
     assert rules.returncode == 0 and re.search(r"^torch-cuda-oom\s+cuda-oom\s", rules.stdout.decode(), re.M)
     assert fixers.returncode == 0 and re.search(r"^set-env\s", fixers.stdout.decode(), re.M)
 
@@ -144,7 +144,7 @@ rules:
 
 def test_rule_file_errors_are_located_and_readable(rules_dir):
     d = rules_dir(BAD_FILES)
-    p = run_cli("rules", "lint", "--rules", str(d))
+    p = run_main("rules", "lint", "--rules", str(d))
     out = p.stdout.decode()
     assert p.returncode == 2
     assert re.search(r"indent\.yaml:9: invalid YAML: did not find expected key: is this line indented like the "
@@ -159,13 +159,13 @@ def test_rule_file_errors_are_located_and_readable(rules_dir):
     one = d.parent / "one"
     one.mkdir()
     (one / "indent.yaml").write_text(BAD_FILES["indent.yaml"])
-    assert re.search(r"^\d+ rules, 1 error, 0 warnings$", run_cli("rules", "lint", "--rules", str(one)).stderr.decode(),
+    assert re.search(r"^\d+ rules, 1 error, 0 warnings$", run_main("rules", "lint", "--rules", str(one)).stderr.decode(),
                      re.M)
 
 
 def test_rules_test_fails_when_a_rule_file_does_not_load(rules_dir):
     d = rules_dir(BAD_FILES)
-    p = run_cli("rules", "test", "--rules", str(d))
+    p = run_main("rules", "test", "--rules", str(d))
     out = p.stdout.decode()
     assert p.returncode == 1
     assert "2 rule files did not load" in out and str(d / "indent.yaml") in out and str(d / "keys.yaml") in out
@@ -190,7 +190,7 @@ rules:
     match: ["SET A TO b"]
     no_match: ["set a to b"]
 """
-    p = run_cli("rules", "lint", "--rules", str(rules_dir({"env.yaml": rule})))
+    p = run_main("rules", "lint", "--rules", str(rules_dir({"env.yaml": rule})))
     out = p.stdout.decode()
     lines = [ln for ln in out.splitlines() if "team-env" in ln]
     assert len(lines) == 1 and ":12:" in lines[0] and "'name' is filled from {nothing}" in lines[0], out
@@ -200,13 +200,13 @@ def test_team_symptoms_extend_the_taxonomy(rules_dir):
     d = rules_dir({"symptoms.yaml": "symptoms:\n  team-license-server: 'the license server is down'\n"
                                     "  cuda-oom: 'again'\n  Bad_Id: 'x'\n",
                    "r.yaml": HOSTILE_RULE.replace("symptom: io-stall", "symptom: team-license-server")})
-    p = run_cli("rules", "symptoms", "--rules", str(d), "--format", "json")
+    p = run_main("rules", "symptoms", "--rules", str(d), "--format", "json")
     rows = {r["id"]: r for r in json.loads(p.stdout)["symptoms"]}
     assert rows["team-license-server"]["path"] == str(d / "symptoms.yaml") and rows["team-license-server"]["line"] == 2
     assert rows["cuda-oom"]["pack"] == "shipped" and "Bad_Id" not in rows
     err = p.stderr.decode()
     assert "symptom 'cuda-oom' is already defined" in err and "'Bad_Id' is not kebab-case" in err
-    doc = json.loads(run_cli("diagnose", "--no-probe", "--format", "json", "--rules", str(d),
+    doc = json.loads(run_main("diagnose", "--no-probe", "--format", "json", "--rules", str(d),
                              input=b"HOSTILE x\n").stdout)
     assert doc["diagnoses"][0]["symptom"] == "team-license-server"
 

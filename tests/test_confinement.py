@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import REPO, run_main
 from troubleshoot import safeio, snapshot
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.fixes import executor, journal
@@ -27,7 +27,7 @@ def tree(d: Path) -> dict[str, bytes | str]:
 
 
 def fix(*args):
-    return run_cli("fix", *args)
+    return run_main("fix", *args)
 
 
 def no_traceback(p) -> None:
@@ -88,7 +88,7 @@ def test_symlinked_target_outside_the_root_is_never_read_copied_or_replaced(tmp_
     assert not any(b"SECRET" in f.read_bytes() for f in state.rglob("*") if f.is_file())
     assert b"SECRET" not in b"".join(v for v in tree(root).values() if isinstance(v, bytes))
     eid = journal.entries()[0][0]
-    u = run_cli("undo", eid)
+    u = run_main("undo", eid)
     assert u.returncode == 0, u.stderr
     assert os.readlink(root / "etc" / "fstab") == target and tree(outside) == before
 
@@ -122,12 +122,12 @@ def test_edit_after_fix_then_undo_refuses_with_the_diff_and_force_restores(tmp_p
     conf.write_text("a=1\n")
     out = executor.apply(executor.prepare(Plan("t", "t", {}, (EnsureLine(str(conf), "b=2"),))))
     conf.write_text("a=1\nb=2\nmine=3\n")  # the user's newer work
-    p = run_cli("undo", out.entry.id)
+    p = run_main("undo", out.entry.id)
     no_traceback(p)
     err = p.stderr.decode()
     assert p.returncode == 2 and str(conf) in err and "+mine=3" in err and "--force" in err
     assert conf.read_text() == "a=1\nb=2\nmine=3\n", "undo lost the newer edit"
-    p = run_cli("undo", out.entry.id, "--force")
+    p = run_main("undo", out.entry.id, "--force")
     assert p.returncode == 0, p.stderr
     assert conf.read_text() == "a=1\n" and b"overwritten" in p.stdout
 
@@ -202,11 +202,11 @@ def test_undo_accepts_only_ids_in_the_state_directory(tmp_path):
     state.mkdir(parents=True, exist_ok=True)
     rel = os.path.relpath(evil, state)
     for bad in (rel, "../../x", str(evil), "."):
-        p = run_cli("undo", bad)
+        p = run_main("undo", bad)
         no_traceback(p)
         assert p.returncode == 2 and b"not a fix id" in p.stderr
     (state / "linked").symlink_to(evil)
-    p = run_cli("undo", "linked")
+    p = run_main("undo", "linked")
     assert p.returncode == 2 and b"symlink" in p.stderr
     assert conf.read_text() == "precious\n"
 
@@ -225,7 +225,7 @@ def test_malformed_journal_steps_are_one_line_errors(tmp_path, steps):
     data = json.loads(path.read_text())
     data["steps"] = steps
     path.write_text(json.dumps(data))
-    p = run_cli("undo", out.entry.id)
+    p = run_main("undo", out.entry.id)
     no_traceback(p)
     assert p.returncode == 2 and b"not a valid troubleshoot journal" in p.stderr
     assert (tmp_path / "x").exists()
@@ -251,7 +251,7 @@ def test_undo_without_id_takes_the_fix_written_last_not_the_highest_id(tmp_path)
         e.data["started"] = t
         e.save()
     assert [eid for eid, _ in journal.entries()] == [second.id, first.id]
-    p = run_cli("undo", "--yes")
+    p = run_main("undo", "--yes")
     assert p.returncode == 0, p.stderr
     assert a.exists() and not b.exists()
 

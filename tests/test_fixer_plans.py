@@ -13,7 +13,7 @@ import tempfile
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import REPO, run_main
 from troubleshoot.fixes import journal
 from troubleshoot.fixes.plan import Advice, EnsureLine, RunCommand, WriteFile
 from troubleshoot.probes.base import ProbeContext
@@ -49,11 +49,14 @@ def test_toolkit_key_is_checked_in_a_private_folder_before_apt_trusts_it():
     pl = plan(NvidiaContainerToolkit(), snap(os_id="ubuntu", os_id_like="debian", os_version_id="22.04"))
     argvs = [a.argv for a in pl.actions if isinstance(a, RunCommand)]
     # The interpreter that runs the key check lives wherever the tool is installed (a venv under
-    # /tmp, say): only the other arguments must not name a fixed temporary path.
-    assert not any("/tmp" in arg for argv in argvs for arg in argv if arg != sys.executable), "no fixed temporary path"
+    # /tmp, say): only the arguments after it must not name a fixed temporary path.
+    for argv in argvs:
+        args = argv[1:] if argv[0] == sys.executable else argv
+        assert not any(tmp in arg for arg in args for tmp in ("/tmp", "/var/tmp")), ("a fixed temporary path", argv)
     assert not any(argv[0] == "gpg" for argv in argvs), "nothing dearmored outside the check"
     check = next(i for i, a in enumerate(pl.actions) if isinstance(a, RunCommand) and "troubleshoot_fixers.keycheck" in a.argv)
     argv = pl.actions[check].argv
+    assert argv[:3] == (sys.executable, "-m", "troubleshoot_fixers.keycheck")  # the tool's own interpreter
     assert argv[argv.index("--fingerprint") + 1] == TOOLKIT_KEY_FPR and "--dearmor" in argv
     trusted = next(i for i, a in enumerate(pl.actions) if isinstance(a, WriteFile) and a.path.endswith("toolkit.list"))
     update = next(i for i, a in enumerate(pl.actions) if isinstance(a, RunCommand) and a.argv[:2] == ("apt-get", "update"))
@@ -143,13 +146,13 @@ def test_old_nvidia_docker_list_is_found_by_the_probe_and_disabled_with_a_backup
     s["docker"].update(toolkit_apt_sources=found, nvidia_ctk_version="1.17.0")
     f = tmp_path / "snap.json"
     f.write_text(json.dumps(s))
-    p = run_cli("fix", "nvidia-container-toolkit", "--snapshot", str(f), "--root", str(root), "--apply", "--yes")
+    p = run_main("fix", "nvidia-container-toolkit", "--snapshot", str(f), "--root", str(root), "--apply", "--yes")
     assert p.returncode == 0, p.stderr
     lines = old.read_text().splitlines()
     assert lines[0].startswith("# disabled by troubleshoot (Signed-By conflict") and lines[0].endswith(OLD_LIST)
     assert lines[1] == "deb https://example.com/other stable main"
     eid = next(e.id for _, e in journal.entries() if isinstance(e, journal.Entry))
-    assert run_cli("undo", eid).returncode == 0
+    assert run_main("undo", eid).returncode == 0
     assert old.read_bytes() == old_bytes
 
 
@@ -177,7 +180,7 @@ def test_docker_restart_warns_with_the_running_containers(tmp_path, docker, says
         s["docker"].update(docker, nvidia_ctk_version="1.17.0")
     f = tmp_path / "snap.json"
     f.write_text(json.dumps(s))
-    out = run_cli("fix", "nvidia-container-toolkit", "--snapshot", str(f)).stdout.decode()
+    out = run_main("fix", "nvidia-container-toolkit", "--snapshot", str(f)).stdout.decode()
     warn = out.index(says)
     assert warn < out.index("run [root]: systemctl restart docker")
 
@@ -300,7 +303,7 @@ def test_match_framework_to_driver_shows_exact_pins_of_one_release(tmp_path):
     s["frameworks"]["torch"] = {"version": "2.8.0+cu128", "cuda": "12.8"}
     f = tmp_path / "snap.json"
     f.write_text(json.dumps(s))
-    p = run_cli("fix", "match-framework-to-driver", "--snapshot", str(f))
+    p = run_main("fix", "match-framework-to-driver", "--snapshot", str(f))
     out = p.stdout.decode()
     assert p.returncode == 0, p.stderr
     # The newest release with a build this driver (CUDA <= 12.4) runs: 2.7.1 for CUDA 11.8.

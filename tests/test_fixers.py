@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import REPO, run_cli, run_main
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.fixes import executor, journal
 from troubleshoot.fixes.plan import Plan, RunCommand, Verify, WriteFile
@@ -21,7 +21,7 @@ def tree(root: Path) -> dict[str, bytes]:
 
 
 def fix(*args, env=None):
-    return run_cli("fix", *args, env=env)
+    return run_main("fix", *args, env=env)
 
 
 def last_id() -> str:
@@ -79,7 +79,7 @@ def test_file_fixers_apply_under_root_and_undo_byte_for_byte(tmp_path, fixer, pa
         assert oct((root / next(iter(before))).stat().st_mode & 0o777) == oct(0o640), "permissions kept"
     has_commands = any(ln.split(". ", 1)[-1].startswith("run") for ln in dry.stdout.decode().splitlines())
     assert ("skipped: not run under --root" in p.stdout.decode()) == has_commands
-    u = run_cli("undo", last_id())
+    u = run_main("undo", last_id())
     assert u.returncode == 0, u.stderr
     assert tree(root) == original
 
@@ -154,7 +154,7 @@ executor.apply(executor.prepare(plan))
     assert a.read_text() == "new a\n" and b.read_text() == "old b\n"
     eid = last_id()
     assert journal.load(eid).data["status"] == "applying"
-    u = run_cli("undo", eid)
+    u = run_main("undo", eid)
     assert u.returncode == 0, u.stderr
     assert a.read_text() == "old a\n" and b.read_text() == "old b\n"
     assert not list(tmp_path.glob(".*.tmp"))
@@ -185,9 +185,9 @@ def test_corrupt_journal_is_reported_not_trusted(tmp_path):
     plan = Plan("t", "t", {}, (WriteFile(str(tmp_path / "x"), "x"),))
     out = executor.apply(executor.prepare(plan))
     (out.entry.folder / "journal.json").write_text('{"schema": 1, "steps": [')
-    p = run_cli("undo", out.entry.id)
+    p = run_main("undo", out.entry.id)
     assert p.returncode == 2 and "is corrupt" in p.stderr.decode() and "not trusting" in p.stderr.decode()
-    assert "corrupt" in run_cli("history").stdout.decode()
+    assert "corrupt" in run_main("history").stdout.decode()
 
 
 def test_fix_from_a_rule_uses_values_from_the_log():
@@ -232,7 +232,7 @@ def test_gpu_fault_starts_at_the_catalog_rung_and_rehearsals_under_a_root_never_
 
 def test_history_lists_and_json(tmp_path):
     fix("blacklist-nouveau", "--root", str(tmp_path), "--snapshot", str(BASE_SNAPSHOT), "--apply", "--yes")
-    rows = json.loads(run_cli("history", "--format", "json").stdout)["history"]
+    rows = json.loads(run_main("history", "--format", "json").stdout)["history"]
     assert rows[0]["fixer"] == "blacklist-nouveau" and rows[0]["status"] == "applied"
     assert rows[0]["root"] == str(tmp_path)
 

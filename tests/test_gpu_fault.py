@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import REPO, run_main
 from fakes.nvsmi import FakeNVML
 from troubleshoot import pipeline, snapshot
 from troubleshoot.engine import gpufaults
@@ -46,7 +46,7 @@ def write(tmp_path: Path, snap: dict) -> str:
 
 
 def plan(*args) -> dict:
-    p = run_cli("fix", "gpu-fault", *args, "--format", "json")
+    p = run_main("fix", "gpu-fault", *args, "--format", "json")
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout)["plans"][0]
 
@@ -230,7 +230,7 @@ def test_escalates_only_when_the_fault_recurred_after_the_step(tmp_path):
 def test_diagnosis_action_reaches_the_fixer(tmp_path):
     log = tmp_path / "kern.log"
     log.write_text("NVRM: Xid (PCI:0009:01:00): 154, GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)\n")
-    p = run_cli("fix", "--rule", "nvidia-xid-154-recovery-action", "--log", str(log), "--format", "json", "--no-probe")
+    p = run_main("fix", "--rule", "nvidia-xid-154-recovery-action", "--log", str(log), "--format", "json", "--no-probe")
     assert p.returncode == 0, p.stderr
     pl = next(x for x in json.loads(p.stdout)["plans"] if x["fixer"] == "gpu-fault")
     assert pl["params"]["action"] == "reboot" and pl["rung"] == "reboot"
@@ -240,13 +240,13 @@ def test_fabric_manager_fixer_installs_the_driver_version_then_restarts(tmp_path
     snap = snap_with(fabric_manager={"available": True, "installed": True, "version": "550.90.07",
                                      "driver_version": "550.107.02", "version_matches": False})
     snap["host"]["os"] = "Ubuntu 22.04.4 LTS"
-    p = run_cli("fix", "fabric-manager", "--snapshot", write(tmp_path, snap), "--format", "json")
+    p = run_main("fix", "fabric-manager", "--snapshot", write(tmp_path, snap), "--format", "json")
     pl = json.loads(p.stdout)["plans"][0]
     assert [s["argv"] for s in pl["steps"]] == [
         ["apt-get", "install", "-y", "--allow-downgrades", "nvidia-fabricmanager-550=550.107.02-1"],
         ["systemctl", "enable", "nvidia-fabricmanager"], ["systemctl", "restart", "nvidia-fabricmanager"]]
     snap["fabric_manager"]["version"] = "550.107.02"
-    pl = json.loads(run_cli("fix", "fabric-manager", "--snapshot", write(tmp_path, snap), "--format", "json").stdout)["plans"][0]
+    pl = json.loads(run_main("fix", "fabric-manager", "--snapshot", write(tmp_path, snap), "--format", "json").stdout)["plans"][0]
     assert [s["argv"][1] for s in pl["steps"]] == ["enable", "restart"]
 
 

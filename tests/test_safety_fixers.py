@@ -1,6 +1,7 @@
 """Fixers that change only what they mean to: every other byte of an edited file kept, no file
 content or command argument taken raw from a snapshot, no limit or size lowered, and an
-escalation only on evidence. Through the real CLI under a temporary --root."""
+escalation only on evidence. Through the command's main (its arguments, output and exit status)
+under a temporary --root."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import REPO, run_main
 from troubleshoot.fixes import files, journal
 
 BASE = json.loads((REPO / "tests" / "fixtures" / "snapshots" / "base.json").read_text())
@@ -20,7 +21,7 @@ ODD_BREAKS = ["\x0c", "\x0b", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"
 
 
 def fix(*args: str):
-    return run_cli("fix", *args)
+    return run_main("fix", *args)
 
 
 def machine(tmp_path: Path, name: str = "snap.json", **areas) -> str:
@@ -248,7 +249,7 @@ def test_raise_nofile_never_lowers_the_hard_limit(tmp_path):
     assert lines == [["*", "soft", "nofile", "65535"], ["*", "hard", "nofile", "1048576"],
                      ["root", "soft", "nofile", "65535"], ["root", "hard", "nofile", "1048576"]]
     eid = next(e.id for _, e in journal.entries() if isinstance(e, journal.Entry))
-    assert run_cli("undo", eid).returncode == 0 and not conf.exists()
+    assert run_main("undo", eid).returncode == 0 and not conf.exists()
 
 
 def test_raise_nofile_writes_nothing_when_both_limits_are_already_higher(tmp_path):
@@ -339,7 +340,7 @@ def test_blacklist_nouveau_keeps_the_other_lines_of_an_existing_file(tmp_path):
     assert conf.read_bytes() == (b"# site settings\noptions nvidia NVreg_PreserveVideoMemoryAllocations=1\n"
                                  b"options nouveau modeset=0\nblacklist nouveau\n")
     eid = next(e.id for _, e in journal.entries() if isinstance(e, journal.Entry))
-    assert run_cli("undo", eid).returncode == 0
+    assert run_main("undo", eid).returncode == 0
     assert conf.read_bytes() == before
 
 

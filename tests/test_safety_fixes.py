@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import run_main
 from troubleshoot import safeio
 from troubleshoot.fixes import executor, journal
 from troubleshoot.fixes.plan import EnsureLine, Plan, WriteFile
@@ -40,7 +40,7 @@ def only_id() -> str:
 
 
 def set_env(root: str | Path, profile: str, value: str = "1", *extra: str, cwd: Path | None = None):
-    return run_cli("fix", "set-env", "--param", "name=A", "--param", f"value={value}", "--param",
+    return run_main("fix", "set-env", "--param", "name=A", "--param", f"value={value}", "--param",
                    f"profile={profile}", "--root", str(root), "--no-probe", *extra, cwd=cwd)
 
 
@@ -62,12 +62,12 @@ def test_escapes_in_a_target_path_and_its_content_never_reach_the_terminal(tmp_p
 
     with open(profile, "a") as f:  # the user's later edit, with escapes of its own
         f.write(f"mine {CLIPBOARD}{CSI_C1}\n")
-    refused = run_cli("undo", eid)
+    refused = run_main("undo", eid)
     assert refused.returncode == 2
     assert_terminal_safe(refused)
     assert b"+mine" in refused.stderr and b"--force" in refused.stderr, refused.stderr
 
-    forced = run_cli("undo", eid, "--force")
+    forced = run_main("undo", eid, "--force")
     assert forced.returncode == 0, forced.stderr
     assert_terminal_safe(forced)
     assert (b"restored " if existed else b"removed ") in forced.stdout and b"overwritten" in forced.stdout
@@ -106,7 +106,7 @@ def test_undo_leaves_a_file_alone_when_its_step_failed_before_writing(tmp_path, 
     assert out.failed and "No space left" in out.failed
     assert conf.exists() == existed
     conf.write_text("the user's own work\n")  # later, by hand
-    p = run_cli("undo", out.entry.id)
+    p = run_main("undo", out.entry.id)
     no_traceback(p)
     assert p.returncode == 0, p.stderr
     assert conf.read_text() == "the user's own work\n", "undo replaced a file the fix never wrote"
@@ -127,7 +127,7 @@ def test_undo_restores_the_files_written_and_skips_the_one_whose_write_failed(tm
     out = executor.apply(executor.prepare(Plan("t", "t", {}, (WriteFile(str(a), "new a\n"), WriteFile(str(b), "new b\n")))))
     assert out.failed and b.read_text() == "old b\n"
     b.write_text("old b\nthe user's line\n")
-    p = run_cli("undo", out.entry.id)
+    p = run_main("undo", out.entry.id)
     assert p.returncode == 0, p.stderr
     assert a.read_text() == "old a\n" and b.read_text() == "old b\nthe user's line\n"
 
@@ -147,20 +147,20 @@ def _applied(tmp_path: Path) -> tuple[Path, journal.Entry]:
 def test_undo_refuses_a_journal_owned_by_another_user(tmp_path, part):
     target, entry = _applied(tmp_path)
     os.chown(entry.folder / part, 4242, 4242)
-    p = run_cli("undo", entry.id)
+    p = run_main("undo", entry.id)
     no_traceback(p)
     err = p.stderr.decode()
     assert p.returncode == 2 and "not trusting" in err and "4242" in err and len(err.strip().splitlines()) == 1, err
     assert target.read_text() == "x\n"
-    assert "not trusting" in run_cli("history").stdout.decode()
-    assert run_cli("undo", "--yes").returncode == 2 and target.exists(), "plain undo picked a foreign journal"
+    assert "not trusting" in run_main("history").stdout.decode()
+    assert run_main("undo", "--yes").returncode == 2 and target.exists(), "plain undo picked a foreign journal"
 
 
 @pytest.mark.parametrize("part, mode", [("journal.json", 0o666), (".", 0o777), ("backups", 0o770)])
 def test_undo_refuses_a_journal_other_users_can_write(tmp_path, part, mode):
     target, entry = _applied(tmp_path)
     os.chmod(entry.folder / part, mode)
-    p = run_cli("undo", entry.id)
+    p = run_main("undo", entry.id)
     no_traceback(p)
     assert p.returncode == 2 and b"writable by other users" in p.stderr and b"not trusting" in p.stderr, p.stderr
     assert target.read_text() == "x\n"
@@ -172,7 +172,7 @@ def test_a_journal_is_private_to_its_user_whatever_the_umask(tmp_path):
         target, entry = _applied(tmp_path)
     finally:
         os.umask(old)
-    p = run_cli("undo", entry.id)
+    p = run_main("undo", entry.id)
     assert p.returncode == 0, p.stderr
     assert not target.exists()
 
@@ -235,7 +235,7 @@ def test_fix_and_undo_keep_extended_attributes_and_acls(tmp_path):
     assert p.returncode == 0, p.stderr
     assert "export A=1" in rc.read_text()
     assert _xattrs(rc) == before, "the fix dropped the file's attributes"
-    u = run_cli("undo", only_id())
+    u = run_main("undo", only_id())
     assert u.returncode == 0, u.stderr
     assert rc.read_text() == "alias ll='ls -l'\n" and _xattrs(rc) == before, "undo dropped the file's attributes"
 
@@ -282,7 +282,7 @@ def test_a_relative_root_is_resolved_once_and_journalled_absolute(tmp_path):
     assert f"files under {cwd / 'img'}".encode() in p.stdout
     data = journal.load(only_id()).data
     assert data["root"] == str(cwd / "img")
-    u = run_cli("undo", only_id(), cwd=tmp_path)  # from another folder
+    u = run_main("undo", only_id(), cwd=tmp_path)  # from another folder
     assert u.returncode == 0, u.stderr
     assert rc.read_text() == "old\n"
 
@@ -299,10 +299,10 @@ def test_plain_undo_takes_the_fix_that_wrote_last_not_the_one_started_last(tmp_p
     for e, t in ((early, "2026-01-01T00:00:00.000002+00:00"), (late, "2026-01-01T00:00:00.000001+00:00")):
         e.data["started"] = t
         e.save()
-    p = run_cli("undo", "--yes")
+    p = run_main("undo", "--yes")
     assert p.returncode == 0, p.stderr
     assert late.id.encode() in p.stdout and conf.read_text() == "base\nfirst\n"
-    p = run_cli("undo", "--yes")
+    p = run_main("undo", "--yes")
     assert p.returncode == 0, p.stderr
     assert conf.read_text() == "base\n"
 

@@ -35,17 +35,6 @@ sys.exit(int(os.environ["CODE"]))
 SLURM = {"SLURM_JOB_ID": "4242", "SLURM_PROCID": "0", "SLURMD_NODENAME": "node1"}
 
 
-@pytest.fixture(scope="module")
-def _rule_cache(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("xdg-cache")
-
-
-@pytest.fixture(autouse=True)
-def _one_rule_cache_for_these_runs(_rule_cache, monkeypatch):
-    """No run here is about the rule cache, and compiling it cold costs each run seconds."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(_rule_cache))
-
-
 def _env(**extra: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM") and k != "RANK"}
     return {**env, **extra}

@@ -45,10 +45,10 @@ def run_installed(*args: str, cwd: Path, env: dict | None = None, timeout: float
                           timeout=timeout)
 
 
-@pytest.fixture(scope="module")
-def user_cache(tmp_path_factory) -> Path:
-    """One cache for the module: the real torch is imported and the rules compiled once, not per test."""
-    return tmp_path_factory.mktemp("cache")
+@pytest.fixture
+def user_cache() -> Path:
+    """The test's own per-user cache (tests/conftest.py)."""
+    return Path(os.environ["XDG_CACHE_HOME"])
 
 
 def shared_cache_env(cache: Path, **extra: str) -> dict:
@@ -91,6 +91,9 @@ def test_commands_run_no_lookalike_module_from_the_working_folder(tmp_path, user
         assert doc["diagnoses"][0]["symptom"] == "cuda-oom"
 
 
+# The probe imports the real frameworks in a child (not their facts from the cache), with the
+# working folder first on the command's own path.
+@pytest.mark.cold_cache("frameworks")
 def test_probe_started_with_python_m_reports_no_framework_from_the_working_folder(tmp_path, user_cache):
     folder = lookalike_folder(tmp_path / "project", FRAMEWORK_LOOKALIKES)
     p = run_cli("probe", "--format", "json", cwd=folder, env=shared_cache_env(user_cache))

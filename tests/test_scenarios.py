@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import REPO, run_main
 
 BASE = json.loads((REPO / "tests" / "fixtures" / "snapshots" / "base.json").read_text())
 
@@ -70,7 +70,7 @@ def diagnose(tmp_path, snap, log=None):
     args = ["diagnose", "--format", "json", "--snapshot", str(path)]
     if log is not None:
         args += ["--log", "-"]
-    p = run_cli(*args, input=log or b"")
+    p = run_main(*args, input=log or b"")
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout)["diagnoses"], p.stderr.decode()
 

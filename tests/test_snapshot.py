@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import REPO, run_cli, run_main
 from troubleshoot import snapshot
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.schemas.factpaths import documented_paths
@@ -47,13 +47,13 @@ def test_probe_text_summary_is_readable():
 def test_saved_snapshot_loads_back_and_diagnoses_identically(probed):
     snap, path = probed
     assert snapshot.load(path).facts == snapshot.check(snap).facts
-    a = run_cli("diagnose", "--format", "json", "--snapshot", str(path), "--log", str(OOM_LOG))
-    b = run_cli("diagnose", "--format", "json", "--snapshot", str(path), "--log", str(OOM_LOG))
+    a = run_main("diagnose", "--format", "json", "--snapshot", str(path), "--log", str(OOM_LOG))
+    b = run_main("diagnose", "--format", "json", "--snapshot", str(path), "--log", str(OOM_LOG))
     assert a.returncode == b.returncode == 0
     assert json.loads(a.stdout)["diagnoses"] == json.loads(b.stdout)["diagnoses"]
     copy = path.with_name("copy.json")
     snapshot.save(snapshot.load(path).facts, copy)
-    c = run_cli("diagnose", "--format", "json", "--snapshot", str(copy), "--log", str(OOM_LOG))
+    c = run_main("diagnose", "--format", "json", "--snapshot", str(copy), "--log", str(OOM_LOG))
     assert json.loads(c.stdout)["diagnoses"] == json.loads(a.stdout)["diagnoses"]
 
 
@@ -67,7 +67,7 @@ def test_saved_snapshot_loads_back_and_diagnoses_identically(probed):
 def test_unusable_snapshots_are_one_line_errors(tmp_path, content, fragment):
     path = tmp_path / "snap.json"
     path.write_text(content)
-    p = run_cli("diagnose", "--snapshot", str(path), "--log", str(OOM_LOG))
+    p = run_main("diagnose", "--snapshot", str(path), "--log", str(OOM_LOG))
     err = p.stderr.decode()
     assert p.returncode == 2 and fragment in err and err.count("\n") == 1 and "Traceback" not in err
 
@@ -82,7 +82,7 @@ def test_odd_snapshots_warn_and_still_diagnose(tmp_path):
     snap["acme"] = {"anything": 1}  # a plugin's area
     path = tmp_path / "snap.json"
     path.write_text(json.dumps(snap))
-    p = run_cli("diagnose", "--format", "json", "--snapshot", str(path), "--log", str(OOM_LOG))
+    p = run_main("diagnose", "--format", "json", "--snapshot", str(path), "--log", str(OOM_LOG))
     err = p.stderr.decode()
     assert p.returncode == 0 and "Traceback" not in err
     assert "newer troubleshoot (snapshot schema 7" in err
@@ -149,7 +149,7 @@ def test_redaction_is_stable_and_keeps_diagnoses(tmp_path):
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     a.write_text(json.dumps(snap))
     b.write_text(json.dumps(red))
-    out = [json.loads(run_cli("diagnose", "--format", "json", "--snapshot", str(f), "--log", str(OOM_LOG)).stdout)
+    out = [json.loads(run_main("diagnose", "--format", "json", "--snapshot", str(f), "--log", str(OOM_LOG)).stdout)
            for f in (a, b)]
     assert [d["rule"] for d in out[0]["diagnoses"]] == [d["rule"] for d in out[1]["diagnoses"]]
 
@@ -181,7 +181,7 @@ def test_lint_rejects_undocumented_facts(rules_dir):
             facts: ['any(g in nvml.gpus: g.fan_rpm > 3000)', 'nvml.drivr_version < 500', 'env.ANY_VAR == "x"']
           explain: x
         """})
-    p = run_cli("rules", "lint", "--rules", str(d))
+    p = run_main("rules", "lint", "--rules", str(d))
     out = p.stdout.decode()
     assert p.returncode == 2
     assert "nvml.gpus[].fan_rpm, a fact no probe documents" in out

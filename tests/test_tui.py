@@ -332,8 +332,9 @@ def test_a_crash_exits_non_zero_after_restoring_the_terminal(monkeypatch):
     def boom(self, *args):
         raise RuntimeError("boom in the TUI")
 
-    # Raised in what a background job delivers: it must end the app, not vanish with the thread.
-    monkeypatch.setattr(tui_app.TroubleshootApp, "_show_diagnoses", boom)
+    # Raised in what a background job delivers (the snapshot's facts, read in a worker): it must
+    # end the app, not vanish with the thread. Textual prints every frame's locals on the way out.
+    monkeypatch.setattr(tui_app.TroubleshootApp, "_snapshot_loaded", boom)
     real_run = tui_app.TroubleshootApp.run
     monkeypatch.setattr(tui_app.TroubleshootApp, "run", lambda self: real_run(self, headless=True))
     assert tui_app.run_tui(log=OOM_LOG, snapshot=str(BASE), probe=False) == 1
