@@ -58,13 +58,9 @@ def command_in(argv: Sequence[str]) -> str | None:
     return None
 
 
-VERSION_ONLY = "--version"  # build_parser's command for `troubleshoot --version`: no subcommand needed
-
-
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The command line's parser; with `command` (see command_in), only that subcommand's: the
-    other twenty cost every cold start 10-15 ms to build and are never used (VERSION_ONLY: none
-    at all)."""
+    other twenty cost every cold start 10-15 ms to build and are never used."""
     from troubleshoot import cli_help
 
     ap = _Parser(prog=PROG)
@@ -74,8 +70,6 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     for names, add in _SUBCOMMANDS:
         if command is None or command in names:
             add(sub)
-        elif command == VERSION_ONLY:
-            break
     for path, p in cli_help.subparsers(ap):
         if path:
             _add_plugin_arg(p, len(path))
@@ -267,7 +261,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write(f"{PROG} {__version__}\n")
         return 0
     try:
-        args = build_parser(VERSION_ONLY if argv == ["--version"] else command_in(argv)).parse_args(argv)
+        args = build_parser(command_in(argv)).parse_args(argv)
         _last_command = args.command
         args.plugins = args.plugins + [m for depth in (1, 2) for m in getattr(args, f"plugins_{depth}", [])]
         from troubleshoot import cli_paths

@@ -123,13 +123,14 @@ def read_sources(logs: Sequence[LogSource], ruleset: RuleSet, cancel=None, progr
     spools = _Spools()
     units: list[_Unit] = []
     try:
-        size = _total_size(logs, opener)
+        sizes = None if opener is not None else _sizes(logs)
+        size = sum(sizes) if sizes is not None else None
         scanner = Scanner(scan_patterns(ruleset.rules), size=size) if logs else None
 
         def read(i: int) -> list[_Unit]:
             return _read(logs[i], i, scanner, spools, cancel, progress, opener)
 
-        shares = manylogs.shares([_size_of(src) for src in logs]) if _forks(logs, size, opener, cancel, progress) else None
+        shares = manylogs.shares(sizes) if _forks(logs, size, cancel, progress) else None
         if shares is None:
             for i in range(len(logs)):
                 units += read(i)
@@ -142,18 +143,10 @@ def read_sources(logs: Sequence[LogSource], ruleset: RuleSet, cancel=None, progr
     return Scanned(units, spools)
 
 
-def _forks(logs: Sequence[LogSource], size: int | None, opener, cancel, progress) -> bool:
-    """Whether the logs are read by forked processes, a share each: many files, enough bytes,
-    nothing that follows the reading from another thread."""
-    return (opener is None and cancel is None and progress is None and size is not None
-            and manylogs.worth_forking(len(logs), size))
-
-
-def _size_of(src: LogSource) -> int:
-    try:
-        return len(src.text) if src.text is not None else os.stat(src.path).st_size if src.path else 0
-    except OSError:
-        return 0
+def _forks(logs: Sequence[LogSource], size: int | None, cancel, progress) -> bool:
+    """Whether the logs are read by forked processes, a share each: many files of a known size,
+    enough bytes, nothing that follows the reading from another thread."""
+    return cancel is None and progress is None and size is not None and manylogs.worth_forking(len(logs), size)
 
 
 def diagnose_sources(sources: Sources, ruleset: RuleSet,
@@ -189,23 +182,22 @@ def diagnose_scanned(scanned: Scanned, sources: Sources, ruleset: RuleSet) -> Re
                   headline=merge.headline(diagnoses) if len(units) > 1 else None)
 
 
-def _total_size(logs: Sequence[LogSource], opener) -> int | None:
-    """The bytes of all the logs, when every one is a file or a text (None: a stream among them)."""
-    if opener is not None:
-        return None
-    total = 0
+def _sizes(logs: Sequence[LogSource]) -> list[int] | None:
+    """The bytes of each log, when every one is a regular file or a text (None: a stream among
+    them, or a file that cannot be read, which its opening reports)."""
+    out = []
     for src in logs:
         if src.text is not None:
-            total += len(src.text)
+            out.append(len(src.text))
             continue
         try:
             st = os.stat(src.path) if src.path else None
         except OSError:
-            st = None  # reported when the log is opened
+            st = None
         if st is None or not stat.S_ISREG(st.st_mode):
             return None
-        total += st.st_size
-    return total
+        out.append(st.st_size)
+    return out
 
 
 def _lines(units: list[_Unit]) -> int:
