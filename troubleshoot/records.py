@@ -101,9 +101,9 @@ def _init(cls: type, fields: list[dataclasses.Field]) -> Callable:
     post_init = hasattr(cls, "__post_init__")
     title = cls.__qualname__
     count = len(names)
-    # The fields after the positional arguments, each with what fills it when no keyword does:
-    # (name, default, factory), MISSING where there is none.
-    tails = [[(f.name, f.default, f.default_factory) for f in given[k:]] for k in range(count + 1)]
+    # Each field with what fills it when no argument does: (name, default, factory), MISSING where
+    # there is none.
+    specs = [(f.name, f.default, f.default_factory) for f in given]
 
     calls = [0]
 
@@ -115,7 +115,7 @@ def _init(cls: type, fields: list[dataclasses.Field]) -> Callable:
         if len(args) == count and not kwargs:  # every field given by position: most calls at run time
             d.update(zip(names, args))
         else:
-            _fill(d, args, kwargs, names, tails, title)
+            _fill(d, args, kwargs, names, specs, title)
         for f in rest:
             d[f.name] = f.default if f.default is not MISSING else f.default_factory()
         if post_init:
@@ -158,11 +158,11 @@ def _compiled_init(cls: type, given: list[dataclasses.Field], rest: list[datacla
     return init
 
 
-def _fill(d: dict, args: tuple, kwargs: dict, names: list[str], tails: list, title: str) -> None:
+def _fill(d: dict, args: tuple, kwargs: dict, names: list[str], specs: list, title: str) -> None:
     """A record's fields from positional and keyword arguments, defaults and factories, with the
     errors a dataclass's __init__ raises."""
     if len(args) > len(names):
-        least = sum(1 for _, default, factory in tails[0] if default is MISSING and factory is MISSING)
+        least = sum(1 for _, default, factory in specs if default is MISSING and factory is MISSING)
         takes = f"from {least + 1} to {len(names) + 1}" if least < len(names) else str(len(names) + 1)
         raise TypeError(f"{title}.__init__() takes {takes} positional arguments but {len(args) + 1} were given")
     for name, value in zip(names, args):
@@ -171,7 +171,7 @@ def _fill(d: dict, args: tuple, kwargs: dict, names: list[str], tails: list, tit
         d[name] = value
     if kwargs:
         kwargs = dict(kwargs)  # taken apart below; the caller's dict stays as it was
-    for name, default, factory in tails[len(args)]:
+    for name, default, factory in specs[len(args):]:
         if name in kwargs:
             d[name] = kwargs.pop(name)
         elif default is not MISSING:
