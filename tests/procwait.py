@@ -4,6 +4,7 @@ side of a pseudo-terminal (`read_pty`)."""
 from __future__ import annotations
 
 import os
+import pty
 import select
 import time
 
@@ -61,3 +62,35 @@ def signal_when_ready(proc, sig: int, ready: bytes = b"ready", timeout: float = 
         return proc.communicate(timeout=timeout)
     finally:
         proc.kill()
+
+
+def run_on_pty(argv: list[str], env: dict, cwd, drive=None, stdin: bytes | None = None) -> tuple[bytes, int]:
+    """Run `argv` (argv[0] a path) with a pseudo-terminal of its own as stdout and stderr, and
+    as stdin unless `stdin` is given, which is piped in instead (`cat log | cmd` in a terminal).
+    `drive(fd)` runs while the pipe is still open and returns what it read off the terminal.
+    Returns everything the terminal showed and the exit code."""
+    r, w = os.pipe() if stdin is not None else (None, None)
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: a terminal of its own, as a user's shell gives it
+        try:
+            if r is not None:
+                os.dup2(r, 0)
+            os.chdir(cwd)
+            os.execve(argv[0], argv, env)
+        finally:
+            os._exit(127)
+    if r is not None:
+        os.close(r)
+    try:
+        try:
+            if w is not None:
+                os.write(w, stdin)  # under a pipe's buffer: never waits on the child
+            out = drive(fd) if drive else b""
+        finally:
+            if w is not None:
+                os.close(w)
+        out += read_pty(fd)
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(fd)
+    return out, os.waitstatus_to_exitcode(status)

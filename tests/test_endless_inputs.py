@@ -9,14 +9,13 @@ import contextlib
 import io
 import json
 import os
-import pty
 import re
 import subprocess
 import sys
 
 import pytest
 from conftest import REPO, run_cli
-from procwait import read_pty
+from procwait import read_pty, run_on_pty
 
 from troubleshoot import inputwatch, logfiles
 from troubleshoot.errors import TroubleshootError
@@ -240,27 +239,7 @@ def _on_a_terminal(argv: list[str], env: dict, log: bytes, while_reading=None) -
     its stdin (`cat log | troubleshoot ...` in a terminal). `while_reading(fd)` runs before the
     pipe is closed and returns what it read off the terminal. Returns all the terminal showed
     and the exit code."""
-    r, w = os.pipe()
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: its stdin the pipe, its stdout and stderr the terminal
-        try:
-            os.dup2(r, 0)
-            os.chdir(REPO)
-            os.execve(sys.executable, [sys.executable, "-m", "troubleshoot", *argv], env)
-        finally:
-            os._exit(127)
-    os.close(r)
-    try:
-        try:
-            os.write(w, log)  # under a pipe's buffer: never waits on the child
-            out = while_reading(fd) if while_reading else b""
-        finally:
-            os.close(w)
-        out += read_pty(fd)
-    finally:
-        _, status = os.waitpid(pid, 0)
-        os.close(fd)
-    return out, os.waitstatus_to_exitcode(status)
+    return run_on_pty([sys.executable, "-m", "troubleshoot", *argv], env, REPO, while_reading, stdin=log)
 
 
 def test_progress_shows_on_a_terminal_while_the_read_goes_on_and_is_cleared(env):

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import shlex
 import subprocess
 import sys
@@ -16,7 +15,7 @@ import textwrap
 import pytest
 
 from conftest import REPO, run_cli
-from procwait import read_pty
+from procwait import read_pty, run_on_pty
 from test_tui import wait_for
 
 BASE = REPO / "tests" / "fixtures" / "snapshots" / "base.json"
@@ -67,20 +66,7 @@ def on_a_terminal(argv: list[str], until_then=None) -> tuple[bytes, int]:
     """Run `troubleshoot ARGV` on a pseudo-terminal with NO_COLOR=1 set; `until_then(fd)` may
     drive it (it returns what it read). Returns everything the terminal showed and the exit code."""
     env = checkout_env(NO_COLOR="1", TERM="xterm-256color")
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: a terminal of its own, as a user's shell gives it
-        try:
-            os.chdir(REPO)
-            os.execve(sys.executable, [sys.executable, "-m", "troubleshoot", *argv], env)
-        finally:
-            os._exit(127)
-    try:
-        out = until_then(fd) if until_then else b""
-        out += read_pty(fd)
-    finally:
-        _, status = os.waitpid(pid, 0)
-        os.close(fd)
-    return out, os.waitstatus_to_exitcode(status)
+    return run_on_pty([sys.executable, "-m", "troubleshoot", *argv], env, REPO, until_then)
 
 
 def test_no_color_leaves_run_without_an_escape_on_a_terminal(tmp_path):
