@@ -237,6 +237,11 @@ def _detached_compile(wanted) -> None:  # pragma: no cover - runs in the detache
     for fd in (0, 1, 2):
         os.dup2(null, fd)
     os.nice(19)
+    try:  # setsid made an autogroup of its own, which nice alone does not lower against others
+        with open("/proc/self/autogroup", "w") as f:
+            f.write("19")
+    except OSError:
+        pass
     for key, (sources, single, defer) in wanted:
         if CACHE.get(key, _stamp()) is None:
             found = _build(sources, single, defer)
