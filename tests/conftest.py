@@ -182,7 +182,7 @@ def _make_warm_cache(home: Path, cache: Path) -> None:
                             (["diagnose", "--no-probe", "--log", "-"], log.read_bytes())):
             p = subprocess.run([*command, *argv], input=stdin, env=env, cwd=REPO, capture_output=True, timeout=300)
             assert p.returncode == 0, p.stderr.decode()[-2000:]
-            _wait_for_detached_compile(cache)
+            wait_for_detached_compile(cache)
         _, err = probe.communicate(timeout=300)
         assert probe.returncode == 0, err.decode()[-2000:]
     finally:
@@ -190,7 +190,7 @@ def _make_warm_cache(home: Path, cache: Path) -> None:
         probe.wait()
 
 
-def _wait_for_detached_compile(cache: Path) -> None:
+def wait_for_detached_compile(cache: Path) -> None:
     """A pattern database compiled for the next run after a command has returned is written by
     a process that holds `.compiling` locked until then: taking the lock waits for it."""
     lock = cache / "troubleshoot" / "hyperscan" / ".compiling"

@@ -3,39 +3,56 @@ below costs every start milliseconds; benchmarks/scan_bench.py --start-only meas
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
+from pathlib import Path
 
-from conftest import REPO
+from conftest import REPO, wait_for_detached_compile
 
 OOM_LOG = REPO / "tests" / "fixtures" / "ranks" / "per-rank" / "job.gpu-02.rank3.log"
 
 
-def _loaded_after(args: list[str], modules: tuple[str, ...], env=None, runs: int = 1) -> list[str]:
-    """The `modules` loaded after the real entry point ran `args` (the last of `runs` runs, in
-    one cache folder: the rule set is kept from the second build on, the first fills the
-    caches that build reads)."""
-    code = ("import sys; from troubleshoot import cli; sys.argv = ['troubleshoot'] + sys.argv[1:];\n"
+# Each watched module's first importer in the package, so that a failure says which code path
+# loaded it (a finder that only looks: it returns None and the import goes on as usual).
+WATCH = ("import sys\n"
+         "class Watch:\n"
+         "    def find_spec(self, name, path=None, target=None):\n"
+         "        if name in WATCHED:\n"
+         "            f = sys._getframe(1)\n"
+         "            while f and '/troubleshoot/' not in f.f_code.co_filename: f = f.f_back\n"
+         "            BY.setdefault(name, f'{f.f_code.co_filename}:{f.f_lineno}' if f else '?')\n"
+         "BY = {}\n"
+         "sys.meta_path.insert(0, Watch())\n")
+
+
+def _loaded_after(args: list[str], modules: tuple[str, ...], env=None, runs: int = 1) -> dict[str, str]:
+    """The `modules` loaded after the real entry point ran `args`, each with the line in the
+    package that imported it (the last of `runs` runs, in one cache folder: the rule set is kept
+    from the second build on, the first fills the caches that build reads; a database compiled
+    after a run is waited for, as the next run of a user's would find it)."""
+    code = (f"WATCHED = {modules!r}\n" + WATCH +
+            "from troubleshoot import cli; sys.argv = ['troubleshoot'] + sys.argv[1:];\n"
             "try:\n    cli.main()\nexcept SystemExit:\n    pass\n"
-            f"sys.stderr.write('\\nLOADED=' + ','.join(m for m in {modules!r} if m in sys.modules))")
+            "sys.stderr.write('\\nLOADED=' + repr({m: BY.get(m, '?') for m in WATCHED if m in sys.modules}))")
     for _ in range(runs):
         p = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, cwd=REPO, env=env,
                            timeout=60, check=False)
-    tail = p.stderr.decode().rpartition("LOADED=")[2].strip()
-    return [m for m in tail.split(",") if m]
+        wait_for_detached_compile(Path(os.environ["XDG_CACHE_HOME"]))
+    return ast.literal_eval(p.stderr.decode().rpartition("LOADED=")[2].strip())
 
 
 def test_version_builds_no_subcommand_and_sets_nothing_up():
     loaded = _loaded_after(["--version"], ("troubleshoot.cli_fix", "troubleshoot.cli_diagnose", "troubleshoot.scan.reader",
                                            "ctypes", "troubleshoot.context"))
-    assert loaded == []
+    assert loaded == {}
 
 
 def test_a_small_diagnosis_loads_no_module_it_does_not_use():
     loaded = _loaded_after(["diagnose", "--no-probe", "--format", "json", "--log", str(OOM_LOG)],
                            ("textwrap", "tempfile", "importlib.metadata", "textual", "rich", "troubleshoot.tui"), runs=3)
-    assert loaded == []
+    assert loaded == {}
 
 
 def test_a_small_log_has_the_pattern_database_compiled_for_the_next_run(tmp_path):

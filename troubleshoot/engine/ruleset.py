@@ -16,6 +16,7 @@ from dataclasses import field
 from pathlib import Path
 
 from troubleshoot.engine import conditions, rulecache
+from troubleshoot.engine.shipped import shipped_rules_dir
 from troubleshoot.errors import Problem
 from troubleshoot.model import Origin, Rule
 from troubleshoot.records import record
@@ -50,15 +51,6 @@ class RuleSet:
     @property
     def errors(self) -> list[Problem]:
         return [p for p in self.problems if p.level == "error"]
-
-
-def shipped_rules_dir() -> Path:
-    try:
-        import troubleshoot_rules  # installed layout (wheel or editable)
-
-        return Path(troubleshoot_rules.__file__).parent
-    except ImportError:  # running from a source checkout without installing
-        return Path(__file__).resolve().parents[2] / "rules"
 
 
 def config_path() -> Path:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
+from troubleshoot.engine.shipped import shipped_rules_dir
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.model import SEVERITIES
 
@@ -80,13 +81,9 @@ def _codes_in(xids: Mapping[int, XidEntry], bucket: str) -> frozenset[int]:
 
 
 def catalog_path() -> Path:
-    """The shipped catalog, found the way the symptom taxonomy is (the rules package)."""
-    try:
-        from importlib.resources import files
-
-        return Path(str(files("troubleshoot_rules") / CATALOG_FILE))
-    except (ImportError, ModuleNotFoundError, TypeError):
-        return Path(__file__).resolve().parents[2] / "rules" / CATALOG_FILE
+    """The shipped catalog, beside the shipped rules (importlib.resources would cost a rule-set
+    build its import, and tempfile's with it, to find the same folder)."""
+    return shipped_rules_dir() / CATALOG_FILE
 
 
 @functools.lru_cache(maxsize=4)

@@ -6,7 +6,7 @@ cannot hurt us. Two steps keep `troubleshoot probe` well under a second:
 
 1. a quick child, standard library only, locates each framework without importing it and reads
    its version (and torch's CUDA/HIP build, TensorFlow's CUDA/cuDNN build) from the version
-   files the packages ship; it also stamps each install (folder and modification times);
+   files the packages ship; it also stamps each install (its version and entry files' times, sizes and inodes);
 2. what only an import can tell (cuDNN at run time, the arch list, whether CUDA works, device
    count, NCCL) comes from a cache keyed on the interpreter, those stamps and the state of the
    machine a CUDA init depends on (driver version, boot, device nodes, *_VISIBLE_DEVICES); on a
@@ -152,13 +152,16 @@ def where(name):
     return locs[0] if locs else (os.path.dirname(spec.origin) if spec.origin else None)
 
 def stamp(name, folder, files):
-    marks = []
-    for p in [folder] + [os.path.join(folder, f) for f in files]:
+    # The files, not the folder: the folder's time moves when the first import writes its
+    # __pycache__, which would make the second run import again. A reinstall writes new files
+    # (another inode, change time), whatever times it sets.
+    marks = [folder]
+    for p in [os.path.join(folder, f) for f in files]:
         try:
             st = os.stat(p)
-            marks.append([p, st.st_mtime_ns, st.st_size])
+            marks.append([p, st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino])
         except OSError:
-            marks.append([p, None, None])
+            marks.append([p, None])
     out["stamps"][name] = marks
 
 d = where("torch")
