@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from troubleshoot.values import parse_version
 from troubleshoot_fixers.facts import fact, version_fact
 from troubleshoot.fixes.api import Fixer, FixerError, Param
 from troubleshoot.fixes.plan import Advice, Plan, RunCommand, Verify
+from troubleshoot_fixers.torch_releases import Release
 
 
 # The interpreter named by the facts runs pip: it must be a python executable, by a plain path.
@@ -33,32 +35,109 @@ def driver_floor(cuda: str) -> str | None:
     return minimum_driver(cuda)
 
 
-def _torch_install(python: str, dv, driver_cuda: str, snapshot):
+@dataclass(frozen=True)
+class TorchChoice:
+    release: Release
+    cuda: str  # the build's CUDA, MAJOR.MINOR
+    how: str  # cudadrivers.NATIVE or cudadrivers.MINOR_COMPAT
+
+    @property
+    def tag(self) -> str:
+        return "cu" + self.cuda.replace(".", "")
+
+
+def _python_fits(release: Release, python: str | None) -> bool:
+    minor = parse_version(".".join(python.split(".")[:2])) if python else None
+    if minor is None:
+        return True
+    return parse_version(release.python[0]) <= minor <= parse_version(release.python[1])
+
+
+def _build(release: Release, driver_cuda: str, driver: str | None, native_only: bool) -> TorchChoice | None:
+    """The release's build for this driver: the newest the driver runs natively, else (unless
+    `native_only`) the oldest that runs through minor-version compatibility: the nearest to what
+    the driver knows, and the one that still carries kernels for the oldest GPUs."""
+    from troubleshoot.cudadrivers import MINOR_COMPAT, NATIVE, runs_on
+
+    how = {c: runs_on(c, driver_cuda, driver) for c in release.cuda}
+    native = [c for c in release.cuda if how[c] == NATIVE]
+    if native:
+        return TorchChoice(release, max(native, key=parse_version), NATIVE)
+    compat = [c for c in release.cuda if how[c] == MINOR_COMPAT]
+    if compat and not native_only:
+        return TorchChoice(release, min(compat, key=parse_version), MINOR_COMPAT)
+    return None
+
+
+def choose_torch(installed: str, installed_cuda: str | None, driver_cuda: str, driver: str | None,
+                 python: str | None) -> TorchChoice | None:
+    """The PyTorch build to install: the installed release's minor series first (its last patch
+    release), else the newest release with wheels for this Python. A build the driver runs
+    through minor-version compatibility counts, except when the installed build already runs
+    that way: then only a build the driver supports natively is an answer."""
+    from troubleshoot.cudadrivers import MINOR_COMPAT, runs_on
+    from troubleshoot_fixers.torch_releases import RELEASES
+
+    native_only = bool(installed_cuda) and runs_on(installed_cuda, driver_cuda, driver) == MINOR_COMPAT
+    releases = [r for r in RELEASES if _python_fits(r, python)]
+    series = ".".join(installed.split(".")[:2]) if installed else None
+    ordered = [r for r in releases if r.series == series] + [r for r in releases if r.series != series]
+    return next((c for c in (_build(r, driver_cuda, driver, native_only) for r in ordered) if c), None)
+
+
+def _minor_compat_note(choice: TorchChoice, driver: str | None, driver_cuda: str) -> str:
+    major = choice.cuda.split(".")[0]
+    return (f"torch {choice.release.torch}+{choice.tag} runs on this driver ({driver or 'version unknown'}, "
+            f"CUDA {driver_cuda}) through CUDA minor-version compatibility: NVIDIA supports any CUDA {major}.x "
+            f"build on a driver ≥ {driver_floor(choice.cuda)}. Its compiled kernels run as they are, but PTX JIT "
+            f"compilation needs a driver of CUDA {choice.cuda} or newer: a GPU newer than the build's kernels, or an "
+            f"extension or "
+            f"library that ships only PTX, fails with \"the provided PTX was compiled with an unsupported toolchain\", "
+            f"and CUDA features newer than the driver return cudaErrorCallRequiresNewerDriver. Upgrading the driver "
+            f"(fixer upgrade-driver) lifts both limits.")
+
+
+def _torch_install(python: str, driver_cuda: str, snapshot):
     """Exact torch, torchvision and torchaudio of one release, built for a CUDA the driver runs.
 
     Pins carry the build's local label (2.7.0+cu126): `torch==2.7.0` would count an installed
     2.7.0+cu128 as satisfied, and `pip install -U` never downgrades."""
-    from troubleshoot_fixers.torch_releases import RELEASES
+    from troubleshoot.cudadrivers import MINOR_COMPAT, runs_on
 
     installed = str(fact(snapshot, "frameworks", "torch", "version") or "").split("+")[0]
     installed = installed if parse_version(installed) is not None else ""
-    fits = [(t, v, a, max((c for c in cudas if parse_version(c) <= dv), key=parse_version))
-            for t, v, a, cudas in RELEASES if any(parse_version(c) <= dv for c in cudas)]
-    if not fits:
-        raise FixerError(f"the driver supports only CUDA {driver_cuda}: no PyTorch release in the table runs on it; "
-                         f"upgrade the driver (fixer upgrade-driver)")
-    same = [f for f in fits if f[0] == installed]
-    torch_v, vision_v, audio_v, cuda = same[0] if same else fits[0]
-    tag = "cu" + cuda.replace(".", "")
-    argv = (python, "-m", "pip", "install", f"torch=={torch_v}+{tag}", f"torchvision=={vision_v}+{tag}",
-            f"torchaudio=={audio_v}+{tag}", "--index-url", f"https://download.pytorch.org/whl/{tag}")
-    why = (f"PyTorch {torch_v} with its torchvision {vision_v} and torchaudio {audio_v}, built for CUDA {cuda} "
-           f"(driver {version_fact(snapshot, 'nvml', 'driver_version') or '?'} supports CUDA ≤ {driver_cuda})")
+    installed_cuda = version_fact(snapshot, "frameworks", "torch", "cuda")
+    driver = version_fact(snapshot, "nvml", "driver_version")
+    py = version_fact(snapshot, "frameworks", "python_version")
+    choice = choose_torch(installed, installed_cuda, driver_cuda, driver, py)
+    if choice is None:
+        for_py = f" with wheels for Python {'.'.join(py.split('.')[:2])}" if py else ""
+        raise FixerError(f"the driver supports only CUDA {driver_cuda}: no PyTorch release in the table{for_py} runs "
+                         f"on it; upgrade the driver (fixer upgrade-driver)")
+    r, tag = choice.release, choice.tag
+    argv = (python, "-m", "pip", "install", f"torch=={r.torch}+{tag}", f"torchvision=={r.torchvision}+{tag}",
+            f"torchaudio=={r.torchaudio}+{tag}", r.index_option, f"https://download.pytorch.org/whl/{tag}")
+    why = (f"PyTorch {r.torch} with its torchvision {r.torchvision} and torchaudio {r.torchaudio}, built for CUDA "
+           f"{choice.cuda} (driver {driver or '?'} supports CUDA ≤ {driver_cuda}"
+           + (", and runs CUDA " + choice.cuda.split(".")[0] + ".x builds through minor-version compatibility)"
+              if choice.how == MINOR_COMPAT else ")"))
     notes = []
+    via_compat = bool(installed_cuda) and runs_on(installed_cuda, driver_cuda, driver) == MINOR_COMPAT
     iv = parse_version(installed) if installed else None
-    if iv is not None and iv > parse_version(torch_v):
-        notes.append(f"This is a DOWNGRADE: torch {installed} is installed, and no build of it runs on this driver. "
+    if iv is not None and iv > parse_version(r.torch):
+        which = "no build of it is for a CUDA this driver supports natively" if via_compat else \
+            "no build of it runs on this driver"
+        notes.append(f"This is a DOWNGRADE: torch {installed} is installed, and {which}. "
                      f"To keep {installed}, upgrade the driver instead (fixer upgrade-driver).")
+    if choice.how == MINOR_COMPAT:
+        notes.append(_minor_compat_note(choice, driver, driver_cuda))
+    elif via_compat:
+        notes.append(f"torch {installed or '?'} (CUDA {installed_cuda}) already runs on this driver through "
+                     f"minor-version compatibility, only without PTX JIT compilation; this build is one the driver "
+                     f"supports natively. Replace it only if that limit is what failed.")
+    if r.index_option != "--index-url":
+        notes.append(f"pytorch.org installs {r.torch} with {r.index_option}: the CUDA build from its index, "
+                     f"the dependencies from PyPI.")
     notes.append("Pinned exactly, so pip replaces a newer or mismatched torch, torchvision and torchaudio together.")
     return argv, why, tuple(notes)
 
@@ -82,7 +161,7 @@ class MatchFrameworkToDriver(Fixer):
                 "TensorFlow ≥ 2.15 `pip install \"tensorflow[and-cuda]\"` needs CUDA 12."),))
         dv = parse_version(driver_cuda)
         if fw == "torch":
-            argv, why, notes = _torch_install(python, dv, driver_cuda, snapshot)
+            argv, why, notes = _torch_install(python, driver_cuda, snapshot)
             verify = Verify("torch sees the GPU", condition="frameworks.torch.cuda_available == true",
                             probes=("frameworks",))
         elif fw == "jax":

@@ -52,3 +52,22 @@ def test_a_cuda_runtime_needs_the_oldest_driver_of_its_row(cuda, driver):
     from troubleshoot_fixers.framework import driver_floor
 
     assert cudadrivers.minimum_driver(cuda) == driver == driver_floor(cuda)
+
+
+@pytest.mark.parametrize("cuda, driver_cuda, driver, how", [
+    ("11.8", "11.8", "520.61.05", cudadrivers.NATIVE),
+    ("11.3", "11.4", "470.82.01", cudadrivers.NATIVE),
+    ("11.8", "11.4", "470.82.01", cudadrivers.MINOR_COMPAT),  # any 11.x on >= 450.80.02
+    ("11.8", "11.0", "450.80.02", cudadrivers.MINOR_COMPAT),
+    ("11.8", "11.0", "450.36.06", None),  # CUDA 11.0's own driver, older than the family's minimum
+    ("11.8", "11.0", None, None),  # an 11.0 driver of unknown version may be that one
+    ("11.8", "11.4", None, cudadrivers.MINOR_COMPAT),
+    ("12.8", "12.2", "535.104.05", cudadrivers.MINOR_COMPAT),  # any 12.x on >= 525.60.13
+    ("12.4", "11.8", "520.61.05", None),  # another major version: never
+    ("13.0", "12.9", "575.51.03", None),
+    ("10.2", "10.1", "418.39", None),  # before CUDA 11 there is no minor-version compatibility
+    ("12.4", None, "550.54.15", cudadrivers.NATIVE),  # the driver's CUDA from its branch
+    ("x", "12.4", "550.54.15", None),
+])
+def test_how_a_driver_runs_a_cuda_runtime(cuda, driver_cuda, driver, how):
+    assert cudadrivers.runs_on(cuda, driver_cuda, driver) == how

@@ -19,7 +19,7 @@ from troubleshoot.fixes.plan import Advice, EnsureLine, RunCommand, WriteFile
 from troubleshoot.probes.base import ProbeContext
 from troubleshoot.probes.docker import toolkit_apt_sources
 from troubleshoot_fixers import distro
-from troubleshoot_fixers.framework import UpgradeDriver
+from troubleshoot_fixers.framework import MatchFrameworkToDriver, UpgradeDriver
 from troubleshoot_fixers.system import TOOLKIT_KEY_FPR, NvidiaContainerToolkit
 
 BASE_PATH = REPO / "tests" / "fixtures" / "snapshots" / "base.json"
@@ -310,3 +310,27 @@ def test_match_framework_to_driver_shows_exact_pins_of_one_release(tmp_path):
     assert "pip install torch==2.7.1+cu118 torchvision==0.22.1+cu118 torchaudio==2.7.1+cu118 --index-url " \
            "https://download.pytorch.org/whl/cu118" in out
     assert "DOWNGRADE: torch 2.8.0 is installed" in out and "--upgrade" not in out
+
+
+def test_the_release_table_is_newest_first_and_each_build_has_its_index():
+    from troubleshoot.values import parse_version
+    from troubleshoot_fixers.torch_releases import RELEASES
+
+    versions = [parse_version(r.torch) for r in RELEASES]
+    assert versions == sorted(versions, reverse=True) and len({r.series for r in RELEASES}) == len(RELEASES)
+    for r in RELEASES:
+        assert r.cuda and all(c.count(".") == 1 for c in r.cuda), r
+        assert parse_version(r.python[0]) <= parse_version(r.python[1]), r
+        # pytorch.org installs the releases before 2.0 with --extra-index-url, later ones with --index-url
+        assert r.index_option == ("--index-url" if versions[RELEASES.index(r)] >= parse_version("2.0") else
+                                  "--extra-index-url"), r
+    assert {"1.12.1", "1.13.1", "2.0.1", "2.1.2", "2.2.2", "2.3.1"} <= {r.torch for r in RELEASES}
+
+
+def test_a_python_without_wheels_of_a_release_skips_it(tmp_path):
+    s = copy.deepcopy(BASE)
+    s["nvml"].update(driver_version="470.82.01", cuda_driver_version="11.4")
+    s["frameworks"].update(python_version="3.13.1", torch={"version": "2.1.2+cu121", "cuda": "12.1"})
+    pl = plan(MatchFrameworkToDriver(), s)
+    # 2.1 has no wheels for Python 3.13: the newest release with a CUDA 11 build that has them.
+    assert "torch==2.7.1+cu118" in pl.actions[0].argv

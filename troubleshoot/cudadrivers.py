@@ -1,5 +1,6 @@
 """NVIDIA's tables of drivers and CUDA versions (data/cuda-drivers.yaml, shipped with the
-package), read once: the newest CUDA a driver runs, and the oldest driver a CUDA runtime needs."""
+package), read once: the newest CUDA a driver runs, the oldest driver a CUDA runtime needs, and
+whether a driver runs a CUDA runtime natively or through minor-version compatibility."""
 
 from __future__ import annotations
 
@@ -54,3 +55,34 @@ def cuda_of_driver(driver: str) -> str | None:
     except ValueError:
         return None
     return next((cuda for branch, cuda in driver_branches() if major >= branch), None)
+
+
+NATIVE = "native"
+MINOR_COMPAT = "minor-version compatibility"
+
+
+def runs_on(cuda: str, driver_cuda: str | None, driver: str | None = None) -> str | None:
+    """How a driver runs a CUDA `cuda` runtime: NATIVE when the driver's own CUDA (`nvidia-smi`'s
+    "CUDA Version") is that release or newer; MINOR_COMPAT when it is an older release of the same
+    major family, from CUDA 11 on, and the driver is at least the family's minimum (NVIDIA's CUDA
+    minor-version compatibility: 11.x on >= 450.80.02, 12.x on >= 525.60.13, 13.x on >= 580);
+    None when it does not run it, or a version is not one."""
+    from troubleshoot.values import parse_version
+
+    cv = parse_version(cuda)
+    dcv = parse_version(driver_cuda) if driver_cuda else None
+    if dcv is None and driver:
+        found = cuda_of_driver(driver)
+        dcv = parse_version(found) if found else None
+    if cv is None or dcv is None:
+        return None
+    if cv <= dcv:
+        return NATIVE
+    floor = minimum_driver(cuda)
+    if cv.parts[0] < 11 or dcv.parts[0] != cv.parts[0] or floor is None:
+        return None
+    if driver and parse_version(driver) is not None:
+        return MINOR_COMPAT if parse_version(driver) >= parse_version(floor) else None
+    # Without the driver's own version its CUDA stands for it: any driver of a family's release
+    # is past the family's minimum, except an 11.0 one (450.36.06 is older than 450.80.02).
+    return MINOR_COMPAT if cv.parts[0] != 11 or dcv > parse_version("11.0") else None

@@ -14,6 +14,13 @@ GPU_SERVICES = ("nvidia-persistenced", "nvidia-dcgm", "dcgm", "nvidia-fabricmana
 FM_UNIT = "nvidia-fabricmanager"
 
 
+# systemd's ActiveState words; its LoadState words ("loaded", "not-found", "masked"...) are none
+# of them, so each value is known by itself: `systemctl show -p A,B --value` prints the values in
+# its D-Bus table's order (LoadState first), not in the order asked (systemd/systemd#4907, #28205).
+ACTIVE_STATES = frozenset(("active", "reloading", "inactive", "failed", "activating", "deactivating",
+                           "maintenance", "refreshing"))
+
+
 def _unit_state(ctx: ProbeContext, unit: str) -> str | None:
     """systemd's ActiveState ("active", "failed", "inactive"...), None when systemd cannot say."""
     if not ctx.which("systemctl"):
@@ -22,14 +29,32 @@ def _unit_state(ctx: ProbeContext, unit: str) -> str | None:
     if not r.ok:
         return None
     values = r.stdout.split()
-    if len(values) == 2 and values[1] == "not-found":
+    if "not-found" in values:
         return None
-    return values[0] if values else None
+    return next((v for v in values if v in ACTIVE_STATES), None)
 
 
 def _version(text: str | None) -> str | None:
     m = re.search(r"(\d{3}\.\d+(?:\.\d+)?)", text or "")
     return m.group(1) if m else None
+
+
+def _dpkg_version(ctx: ProbeContext, driver: str | None) -> str | None:
+    """The installed Fabric Manager package's version. The package is named by its branch
+    (nvidia-fabricmanager-550), so a driver upgrade to another branch leaves the old one known
+    to dpkg with its version, removed (`rc`: its configuration kept) or not installed at all:
+    only an installed one (`ii`) counts, the one at the driver's version first."""
+    r = ctx.run(["dpkg-query", "-W", "-f", "${db:Status-Abbrev} ${Package} ${Version}\\n",
+                 "nvidia-fabricmanager*"], timeout=3)
+    if not r.ok:
+        return None
+    found = []
+    for ln in r.stdout.splitlines():
+        fields = ln.split()
+        if len(fields) == 3 and fields[0] == "ii" and not fields[1].startswith("nvidia-fabricmanager-dev"):
+            found.append(_version(fields[2]))
+    found = [v for v in found if v]
+    return driver if driver in found else (found[0] if found else None)
 
 
 def fabric_manager(ctx: ProbeContext) -> dict:
@@ -46,10 +71,7 @@ def fabric_manager(ctx: ProbeContext) -> dict:
         r = ctx.run(["nv-fabricmanager", "--version"], timeout=3)
         version = _version(r.stdout + r.stderr) if r.ok else None
     if version is None and ctx.which("dpkg-query"):
-        r = ctx.run(["dpkg-query", "-W", "-f", "${Package} ${Version}\\n", "nvidia-fabricmanager*"], timeout=3)
-        if r.ok:
-            version = next((_version(ln.split(" ", 1)[1]) for ln in r.stdout.splitlines()
-                            if " " in ln and ln.split(" ", 1)[1].strip()), None)
+        version = _dpkg_version(ctx, driver)
     if version is None and ctx.which("rpm"):
         r = ctx.run(["rpm", "-q", "--qf", "%{VERSION}\\n", "nvidia-fabric-manager"], timeout=3)
         version = _version(r.stdout) if r.ok else None
