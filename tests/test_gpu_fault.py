@@ -138,9 +138,10 @@ def test_fabric_manager_and_node_probes(tmp_path):
         (MACHINES / "healthy-multi-gpu" / "proc-driver-nvidia-version.txt").read_text())
     runner, which = replay({
         "nv-fabricmanager": "Fabric Manager version is : 550.90.07\n",
-        "systemctl nvidia-fabricmanager": "failed\nloaded\n",
-        "systemctl nvidia-persistenced": "active\nloaded\n",
-        "systemctl dcgm": "inactive\nnot-found\n",
+        # `systemctl show -p ActiveState,LoadState --value` prints LoadState first (its D-Bus order)
+        "systemctl nvidia-fabricmanager": "loaded\nfailed\n",
+        "systemctl nvidia-persistenced": "loaded\nactive\n",
+        "systemctl dcgm": "not-found\ninactive\n",
         "scontrol show": "NodeName=gpu-node-07 Arch=x86_64 CoresPerSocket=32\n   State=MIXED ThreadsPerCore=2\n",
     })
     ctx = ProbeContext(root=tmp_path, runner=runner, which=which, env={})
