@@ -297,20 +297,15 @@ class FabricManager(Fixer):
     needs_snapshot = True
 
     def plan(self, params, snapshot):
-        from troubleshoot_fixers.system import _family
-
         driver = _driver_version(snapshot)
         installed = fact(snapshot, "fabric_manager", "version")
         installed = printable(installed)[:40] if installed else None
+        if driver and installed and _newer(installed, driver):
+            return self._reboot_plan(params, driver, installed)
         actions: list = []
         notes = []
         if driver and installed != driver:
-            branch = driver.split(".")[0]
-            if _family(snapshot) == "debian":
-                argv = ("apt-get", "install", "-y", "--allow-downgrades", f"nvidia-fabricmanager-{branch}={driver}-1")
-            else:
-                argv = ("dnf", "install", "-y", f"nvidia-fabric-manager-{driver}")
-            actions.append(RunCommand(argv, needs_root=True,
+            actions.append(RunCommand(_install_argv(snapshot, driver), needs_root=True,
                                       why=f"Fabric Manager must be exactly the driver's version ({driver}); "
                                           f"installed: {installed or 'none'}"))
         elif not driver:
@@ -324,6 +319,39 @@ class FabricManager(Fixer):
                     verify=Verify("nvidia-fabricmanager is active",
                                   argv=("systemctl", "is-active", "--quiet", "nvidia-fabricmanager")),
                     notes=tuple(notes) + ("Its log: /var/log/fabricmanager.log; CUDA works once it is active.",))
+
+    def _reboot_plan(self, params, driver: str, installed: str) -> Plan:
+        # A Fabric Manager newer than the loaded driver is what an upgrade of the driver packages
+        # without a reboot leaves: downgrading it would undo half of that upgrade.
+        text = (f"Fabric Manager {installed} is newer than the loaded driver {driver}: the driver packages were "
+                "most likely upgraded without a reboot, and the old kernel module still runs. Reboot (or, with "
+                "no GPU process left, reload the nvidia modules) so that the loaded driver is the installed one; "
+                "Fabric Manager then starts at its version. Check `cat /proc/driver/nvidia/version` against "
+                "`dpkg -l 'nvidia-*'` (or `rpm -qa 'nvidia-*'`) first.")
+        return Plan(self.id, self.title, params, (Advice(text, why="not downgraded: it matches the installed driver"),),
+                    notes=("Its log: /var/log/fabricmanager.log; CUDA works once it is active.",))
+
+
+def _newer(a: str, b: str) -> bool:
+    from troubleshoot.values import parse_version
+
+    va, vb = parse_version(a), parse_version(b)
+    return va is not None and vb is not None and va > vb
+
+
+def _install_argv(snapshot, driver: str) -> tuple[str, ...]:
+    """The package manager's command for Fabric Manager at exactly `driver`'s version. On Debian
+    and Ubuntu the package is named by its branch until 590, where the branch left the package
+    names (driver_install.UNVERSIONED_APT_FROM)."""
+    from troubleshoot_fixers.driver_install import UNVERSIONED_APT_FROM
+    from troubleshoot_fixers.system import _family
+
+    branch = driver.split(".")[0]
+    if _family(snapshot) == "debian":
+        name = "nvidia-fabricmanager" if branch.isdigit() and int(branch) >= UNVERSIONED_APT_FROM \
+            else f"nvidia-fabricmanager-{branch}"
+        return ("apt-get", "install", "-y", "--allow-downgrades", f"{name}={driver}-1")
+    return ("dnf", "install", "-y", f"nvidia-fabric-manager-{driver}")
 
 
 FIXERS = [GpuFault(), FabricManager()]

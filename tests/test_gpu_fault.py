@@ -251,6 +251,25 @@ def test_fabric_manager_fixer_installs_the_driver_version_then_restarts(tmp_path
     assert [s["argv"][1] for s in pl["steps"]] == ["enable", "restart"]
 
 
+
+def test_fabric_manager_newer_than_the_loaded_driver_is_not_downgraded(tmp_path):
+    """The driver packages upgraded without a reboot: Fabric Manager already matches the
+    installed driver, the loaded module is the old one. Advice to reboot, nothing run."""
+    snap = snap_with(fabric_manager={"available": True, "installed": True, "version": "560.35.03",
+                                     "driver_version": "550.107.02", "version_matches": False})
+    snap["host"]["os"] = "Ubuntu 22.04.4 LTS"
+    pl = json.loads(run_main("fix", "fabric-manager", "--snapshot", write(tmp_path, snap), "--format", "json").stdout)["plans"][0]
+    assert [s["kind"] for s in pl["steps"]] == ["advice"]
+    assert "newer than the loaded driver 550.107.02" in pl["steps"][0]["text"] and "Reboot" in pl["steps"][0]["text"]
+
+
+def test_fabric_manager_from_branch_590_has_no_branch_in_its_package_name(tmp_path):
+    snap = snap_with(fabric_manager={"available": True, "installed": True, "version": "590.40.01",
+                                     "driver_version": "590.44.01", "version_matches": False})
+    snap["host"]["os"] = "Ubuntu 24.04.1 LTS"
+    pl = json.loads(run_main("fix", "fabric-manager", "--snapshot", write(tmp_path, snap), "--format", "json").stdout)["plans"][0]
+    assert pl["steps"][0]["argv"] == ["apt-get", "install", "-y", "--allow-downgrades", "nvidia-fabricmanager=590.44.01-1"]
+
 # ------------------------------------------------------------------ held-out kernel corpus
 
 def test_kernel_heldout_corpus(shipped):
