@@ -16,6 +16,7 @@ the status line and the footer.
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING
 
 from textual import on
@@ -34,6 +35,7 @@ from troubleshoot.tui.jobs import Jobs
 from troubleshoot.tui.keybar import KeyBar
 from troubleshoot.tui.logtab import LogPane
 from troubleshoot.tui.machine import MachinePane
+from troubleshoot.tui.notices import Notice, Notices, default_timeout
 from troubleshoot.tui.rules import RulesPane
 from troubleshoot.tui.screens import ExportScreen, FixScreen, HelpScreen
 
@@ -112,6 +114,7 @@ class TroubleshootApp(Jobs, App):
         self.unseen = 0  # new diagnoses that arrived while a modal was up
         self.linted = False
         self._laid_out_width = 0
+        self.notices = Notices()  # told while a dialog was up, told again when it closes
 
     # ------------------------------------------------------------ layout
 
@@ -159,6 +162,7 @@ class TroubleshootApp(Jobs, App):
             self._driver.app_mounted(self.bg.stop)  # before any job starts: that exit stops them too
             self.call_after_refresh(self._driver.app_drawn)
         self.watch(self.screen, "focused", lambda _: self._render_keys())
+        self.screen_change_signal.subscribe(self, self._screen_changed)
         self.ctx.warn = self._warn  # a hook that fails, a snapshot's warnings: on the screen, not under it
         self._render_probe_status()
         self._render_machine()
@@ -240,6 +244,32 @@ class TroubleshootApp(Jobs, App):
 
     def on_key_bar_changed(self) -> None:
         self._render_keys()
+
+    def notify(self, message: str, *, title: str = "", severity="information", timeout: float | None = None,
+               markup: bool = True) -> None:
+        """Textual's notification, except while a dialog is up: held until the last one closes
+        (tui.notices), for no toast to cover a dialog. Unless told, an acknowledgement stays 3 s,
+        a warning or an error 10 s."""
+        if threading.get_ident() != self._thread_id:  # Textual's notify may be called from any thread
+            self.call_later(self.notify, message, title=title, severity=severity, timeout=timeout, markup=markup)
+            return
+        timeout = default_timeout(severity) if timeout is None else timeout
+        if self.screen_stack and isinstance(self.screen_stack[-1], ModalScreen):
+            self.notices.hold(Notice(message, title, severity, timeout, markup))
+            return
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+
+    def _screen_changed(self, screen) -> None:
+        """Back on the main screen: what was told meanwhile, and the diagnoses that arrived."""
+        if isinstance(screen, ModalScreen):
+            return
+        for n in self.notices.release():
+            super().notify(n.message, title=n.title, severity=n.severity, timeout=n.timeout, markup=n.markup)
+        if self.unseen:
+            many = f"{self.unseen} new diagnoses" if self.unseen > 1 else "1 new diagnosis"
+            self.notify(f"{many} arrived meanwhile.", title="New diagnosis")
+            self.unseen = 0
+            self._render_status()
 
     def check_action(self, action: str, parameters) -> bool | None:
         if action in BASE_ONLY and isinstance(self.screen, ModalScreen):
@@ -332,10 +362,6 @@ class TroubleshootApp(Jobs, App):
     def _modal_closed(self) -> None:
         self.history_pane.stale = True
         self._fill_visible()
-        if self.unseen:
-            self.notify(f"{self.unseen} new diagnosis(es) arrived meanwhile.", title="New diagnosis")
-            self.unseen = 0
-            self._render_status()
 
     def action_open_log(self) -> None:
         self.query_one(TabbedContent).active = "log"

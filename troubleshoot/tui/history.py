@@ -10,7 +10,7 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
 from troubleshoot.tui.screens import ConfirmScreen
-from troubleshoot.tui.views import history_row, safe
+from troubleshoot.tui.views import history_row, plural, safe
 
 if TYPE_CHECKING:
     from troubleshoot.report.views import HistoryView
@@ -67,7 +67,7 @@ class HistoryPane(Vertical):
             except TroubleshootError as exc:
                 self.notify(safe(exc), severity="error", timeout=10, markup=False)
                 return
-            msg = f"Restored {len(res.restored)} file(s), removed {len(res.removed)}."
+            msg = f"Restored {plural(len(res.restored), 'file')}, removed {plural(len(res.removed), 'file')}."
             if res.not_reversed:
                 msg += " Not reversed (commands): " + "; ".join(safe(c) for c in res.not_reversed)
             self.notify(msg, title=f"Undid {eid}", timeout=10, markup=False)

@@ -20,7 +20,7 @@ from textual.widgets import Button, ContentSwitcher, Input, Static, TextArea
 
 from troubleshoot.tui.keybar import KeyBar
 from troubleshoot.tui.logview import LogView, rows_for, rows_for_logs
-from troubleshoot.tui.views import evidence_lines, plain
+from troubleshoot.tui.views import evidence_lines, plain, plural
 
 if TYPE_CHECKING:
     from troubleshoot.report.views import DiagnosisView
@@ -132,5 +132,5 @@ class LogPane(Vertical):
         ev = evidence_lines(diagnoses)
         view.show(rows, ev)
         name = "pasted log" if pasted is not None else path
-        what = f"{len(ev)} evidence line(s): n/N jump" if ev else "no evidence line"
+        what = f"{plural(len(ev), 'evidence line')}: n/N jump" if ev else "no evidence line"
         self.query_one("#log-note", Static).update(plain(f"{name} · {what}" + (f" · {note}" if note else "")))

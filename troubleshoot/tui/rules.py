@@ -13,7 +13,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Input, Static
 
-from troubleshoot.tui.views import rule_columns, rule_detail, rule_matches, rule_row
+from troubleshoot.tui.views import plural, rule_columns, rule_detail, rule_matches, rule_row
 
 if TYPE_CHECKING:
     from troubleshoot.engine.ruleset import RuleSet
@@ -45,7 +45,7 @@ class RulesPane(Vertical):
 
     def show_problems(self, problems: list[str], linted: bool) -> None:
         """How many rules and packs, whether the full lint ran, and the first problems."""
-        note = f"{len(self.ruleset.rules)} rules from {len(self.ruleset.packs)} pack(s)"
+        note = f"{plural(len(self.ruleset.rules), 'rule')} from {plural(len(self.ruleset.packs), 'pack')}"
         note += "." if linted else ", linting…"
         if problems:
             note += f" {len(problems)} problem(s):\n" + "\n".join(problems[:5])

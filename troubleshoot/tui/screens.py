@@ -19,6 +19,7 @@ from textual.widgets import Button, Input, Markdown, Static
 
 from troubleshoot.textsafe import terminal_safe
 from troubleshoot.tui.datamd import DataMarkdown
+from troubleshoot.tui.views import plural
 
 if TYPE_CHECKING:
     from troubleshoot.context import CommandContext
@@ -140,9 +141,12 @@ class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,question_mark,f1", "close", "Close")]
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll(id="help"):
-            yield Markdown(HELP)
-            yield Button("Close (esc)", id="close", compact=True)
+        # The button below the scrolling text, not at its end: in sight at 80x24 without scrolling.
+        with Vertical(id="help"):
+            with VerticalScroll(id="help-body"):
+                yield Markdown(HELP)
+            with Horizontal(id="buttons"):
+                yield Button("Close (esc)", id="close", compact=True)
 
     @on(Button.Pressed, "#close")
     def action_close(self) -> None:
@@ -223,7 +227,8 @@ class Hanging:
             lead = len(line) - len(line.lstrip())
             m = _STEP.match(line)
             indent = lead + (len(m.group(0)) - len(m.group(1)) if m else 2)
-            for piece in textwrap.wrap(line, width, subsequent_indent=" " * indent) or [""]:
+            # Not at a hyphen: `--undefined-only` cut after `--undefined-` reads as two words.
+            for piece in textwrap.wrap(line, width, subsequent_indent=" " * indent, break_on_hyphens=False) or [""]:
                 yield Text(piece, style=self.style, no_wrap=True, overflow="crop")
 
 
@@ -245,6 +250,31 @@ def plan_commands(prepared, is_root: bool) -> list[str]:
     return [terminal_safe(c) for c in out]
 
 
+def copy_summary(script: str) -> str:
+    """What `c` put on the clipboard, as the user will see it pasted: its lines, and among them
+    the commands (a line ended by a backslash is one command with the next) and the comments."""
+    lines = script.splitlines()
+    commands = comments = 0
+    continued = False
+    for line in map(str.strip, lines):
+        if continued:
+            continued = line.endswith("\\")
+        elif line.startswith("#"):
+            comments += 1
+        elif line:
+            commands += 1
+            continued = line.endswith("\\")
+    parts = [plural(commands, "command")] + ([plural(comments, "comment")] if comments else [])
+    return f"{plural(len(lines), 'line')} ({', '.join(parts)})"
+
+
+def changes_anything(prepared) -> bool:
+    """Whether applying would change anything: a plan of advice only (or already as wanted) has no Apply."""
+    from troubleshoot.fixes import service
+
+    return any(service.changes(p) for p in prepared)
+
+
 def apply_blocker(prepared, errors: list[str], built: bool, applied: str | None, is_root: bool) -> str | None:
     """Why `a` cannot apply now, in a sentence; None when it can."""
     from troubleshoot.fixes import executor, service
@@ -258,7 +288,7 @@ def apply_blocker(prepared, errors: list[str], built: bool, applied: str | None,
     changing = [p for p in prepared if service.changes(p)]
     if not changing:
         if any(s.kind in ("advice", "command", "env") for p in prepared for s in p.steps):
-            return "advice only: nothing here is changed by troubleshoot; c copies the commands to run by hand"
+            return "advice only: troubleshoot changes nothing here; c copies the commands to run by hand"
         return "nothing to change: everything is already as wanted"
     if any(p.needs_root for p in changing) and not is_root:
         return f"needs root: run `{executor.sudo_line(changing[0].plan)}` in a terminal (c copies it)"
@@ -292,7 +322,9 @@ class FixScreen(ModalScreen[None]):
                 yield Static("Building the plan…", id="fix-status", markup=False)
             yield Static("", id="fix-why", markup=False)
             with Horizontal(id="buttons"):
-                yield Button("Apply (a)", id="apply", variant="warning", disabled=True, compact=True)
+                apply = Button("Apply (a)", id="apply", variant="warning", disabled=True, compact=True)
+                apply.display = False  # shown once the plan is known to change something
+                yield apply
                 yield Button("Copy commands (c)", id="copy", compact=True)
                 yield Button("Close (esc)", id="close", variant="primary", compact=True)
 
@@ -331,12 +363,32 @@ class FixScreen(ModalScreen[None]):
         self._update_apply()
 
     def _update_apply(self) -> None:
+        """Apply is shown for a plan that changes something (disabled while something stops it);
+        the line above the buttons says why it is missing or disabled."""
         from troubleshoot.fixes import executor
 
-        why = apply_blocker(self.prepared, self.errors, self.built, self.applied, executor._is_root())
-        self.query_one("#apply", Button).disabled = why is not None
+        why = self._blocker()
+        button = self.query_one("#apply", Button)
+        button.display = self.built and changes_anything(self.prepared)
+        button.disabled = why is not None
         self.query_one("#copy", Button).disabled = not plan_commands(self.prepared, executor._is_root())
-        self.query_one("#fix-why", Static).update(Text(terminal_safe(f"Cannot apply: {why}") if why else ""))
+        if not self.built or why is None:
+            self._say("")
+        else:
+            self._say(f"Cannot apply: {why}" if button.display else why[:1].upper() + why[1:])
+
+    def _blocker(self) -> str | None:
+        from troubleshoot.fixes import executor
+
+        return apply_blocker(self.prepared, self.errors, self.built, self.applied, executor._is_root())
+
+    def _say(self, text: str, kind: str = "") -> None:
+        """The dialog's message line: why Apply is missing, what `a` or `c` did (a dialog shows no
+        toast: tui.notices). `kind`: "" (a standing note), "refused" or "done"."""
+        line = self.query_one("#fix-why", Static)
+        line.set_class(kind == "refused", "-refused")
+        line.set_class(kind == "done", "-done")
+        line.update(Text(terminal_safe(text)))
 
     @on(Button.Pressed, "#close")
     def action_close(self) -> None:
@@ -349,7 +401,7 @@ class FixScreen(ModalScreen[None]):
 
         commands = plan_commands(self.prepared, executor._is_root())
         if not commands:
-            self.notify("This plan has no command to copy.", severity="warning")
+            self._say("This plan has no command to copy.", "refused")
             return
         name = re.sub(r"[^A-Za-z0-9_.-]", "_", self.diagnosis.rule.id)
         path = userstate.state_dir("commands") / f"{name}.sh"
@@ -357,25 +409,28 @@ class FixScreen(ModalScreen[None]):
         self.app.copy_to_clipboard(script)  # OSC 52: works where the terminal allows it
         try:
             safeio.atomic_write(path, script.encode(), mode=0o600)
-            saved = f" and saved to {path}"
+            saved = f" and saved them to {path}"
         except OSError as exc:
-            saved = f"; could not save to {path}: {exc.strerror or exc}"
-        self.notify(f"{len(commands)} command(s) copied to the clipboard (OSC 52, if your terminal allows it){saved}.",
-                    title="Copy commands", timeout=10, markup=False)
+            saved = f"; could not save them to {path}: {exc.strerror or exc}"
+        # No full stop after the path: it would be copied with it.
+        self._say(f"Copied {copy_summary(script)} to the clipboard (OSC 52, where the terminal allows it){saved}",
+                  "done")
 
     @on(Button.Pressed, "#apply")
     def action_apply(self) -> None:
-        from troubleshoot.fixes import executor, service
+        from troubleshoot.fixes import service
 
-        why = apply_blocker(self.prepared, self.errors, self.built, self.applied, executor._is_root())
+        why = self._blocker()
         if why:
-            self.notify(f"Cannot apply: {terminal_safe(why)}", severity="warning", timeout=10, markup=False)
+            nothing = self.built and not changes_anything(self.prepared)
+            self._say(f"a: {'nothing to apply' if nothing else 'cannot apply'} — {why}", "refused")
             return
         changing = [p for p in self.prepared if service.changes(p)]  # the others are skipped
         root_needed = [p.plan.title for p in changing if p.needs_root]
         where = f" under {self.root}" if self.root else " on this machine"
         note = (" They need root: " + "; ".join(root_needed) + ".") if root_needed else ""
-        self.app.push_screen(ConfirmScreen(f"Apply {len(changing)} fix plan(s){where}? Every file is backed up "
+        plans = "the fix plan" if len(changing) == 1 else f"{len(changing)} fix plans"
+        self.app.push_screen(ConfirmScreen(f"Apply {plans}{where}? Every file is backed up "
                                            f"first and the change can be undone from History.{note}"),
                              callback=lambda ok: self.apply_all() if ok else None)
 

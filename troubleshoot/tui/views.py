@@ -28,6 +28,11 @@ CELL_PAD = 2  # a DataTable cell has one column of padding on each side
 SCROLLBAR = 2
 
 
+def plural(n: int, word: str) -> str:
+    """`1 line`, `2 lines`: a count with its word as it is read, never `line(s)`."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
 def plain(text: object, style: str = "") -> Text:
     return Text(safe(text), style=style)
 
