@@ -241,3 +241,121 @@ async def test_fleet_view_lists_nodes_and_shows_the_selected_nodes_findings(tmp_
         assert "GPU 0 PCIe link at gen4 x8 of x16" in seen["gpu-03"]
         assert "Xid 79" in seen["gpu-04"] and "gpu-hardware-fault" in seen["gpu-04"]
         assert "No drift, no outlier, no diagnosis." in seen["gpu-01"]
+
+
+# ------------------------------------------------------------------ files beside the snapshots
+
+
+def test_fleet_diagnose_leaves_out_files_that_are_neither_snapshots_nor_logs_and_names_them(tmp_path):
+    d = node_snapshots(tmp_path / "snaps")
+    (d / "README.md").write_text("# cluster A, collected 2024-06-26\n")
+    (d / "NOTES.md").write_text("gpu-03 was reseated\n")
+    (d / "nvidia-bug-report.log.gz").write_bytes(b"\x1f\x8b\x08\x00" + bytes(64))
+    (d / "core").write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 4)
+    p = run_cli("fleet", "diagnose", str(d))
+    assert p.returncode == 0, p.stderr.decode()
+    assert "gpu-01  ok" in p.stdout.decode()
+    [note] = p.stderr.decode().splitlines()
+    assert note.startswith("troubleshoot: warning: 4 files are not snapshots or text logs and were left out: ")
+    for name, kind in (("NOTES.md", "Markdown"), ("README.md", "Markdown"), ("core", "an ELF executable or library"),
+                       ("nvidia-bug-report.log.gz", "gzip-compressed")):
+        assert f"{d / name} ({kind})" in note, name
+    doc = json.loads(run_cli("fleet", "diagnose", str(d), "--format", "json").stdout)
+    assert sorted((s["file"], s["why"]) for s in doc["skipped"]) == [
+        (str(d / "NOTES.md"), "Markdown"), (str(d / "README.md"), "Markdown"),
+        (str(d / "core"), "an ELF executable or library"), (str(d / "nvidia-bug-report.log.gz"), "gzip-compressed")]
+    assert doc["warnings"] == [note.removeprefix("troubleshoot: warning: ")]
+    assert doc["logs"] == 0 and doc["left_out"] == 0 and len(doc["nodes"]) == 5
+
+
+def test_fleet_diagnose_reads_the_logs_beside_a_readme(tmp_path):
+    d = node_snapshots(tmp_path / "snaps")
+    shutil.copytree(RANKS / "per-rank", d / "logs")
+    (d / "logs" / "README.md").write_text("ranks of job 42\n")
+    doc = json.loads(run_cli("fleet", "diagnose", str(d), "--format", "json").stdout)
+    assert doc["summary"].startswith("rank 3 on node gpu-02 failed first with cuda-oom")
+    assert [s["file"] for s in doc["skipped"]] == [str(d / "logs" / "README.md")]
+
+
+def test_fleet_diagnose_of_a_folder_with_only_a_readme_says_what_it_left_out(tmp_path):
+    (tmp_path / "snaps").mkdir()
+    (tmp_path / "snaps" / "README.md").write_text("snapshots go here\n")
+    p = run_cli("fleet", "diagnose", str(tmp_path / "snaps"))
+    err = p.stderr.decode()
+    assert p.returncode == 2 and err.count("\n") == 1
+    assert err == (f"troubleshoot: error: no snapshots (<node>.json) or logs in {tmp_path / 'snaps'}; "
+                   f"{tmp_path / 'snaps' / 'README.md'}: not a snapshot or a text log (Markdown); left out\n")
+
+
+# ------------------------------------------------------------------ nodes that differ with no majority
+
+
+def _two_drivers(first: str, second: str) -> dict:
+    nodes = {"gpu-01": copy.deepcopy(BASE), "gpu-02": copy.deepcopy(BASE)}
+    nodes["gpu-01"]["nvml"]["driver_version"] = first
+    nodes["gpu-02"]["nvml"]["driver_version"] = second
+    return nodes
+
+
+@pytest.mark.parametrize("first, second", [("535.161.08", "555.42.02"), ("555.42.02", "535.161.08")])
+def test_two_nodes_that_differ_are_both_named_and_neither_is_blamed(first, second):
+    from troubleshoot.fleet.compare import compare
+
+    drift = [f for f in compare(_two_drivers(first, second)) if f.what == "driver"]
+    split = f"nodes differ, no majority: {first} on gpu-01; {second} on gpu-02"
+    assert [(f.node, f.value, f.expected, f.text) for f in drift] == [
+        ("gpu-01", first, None, f"driver {first} ({split})"), ("gpu-02", second, None, f"driver {second} ({split})")]
+
+
+def test_a_tie_names_each_value_with_its_nodes_and_a_majority_still_names_the_odd_node():
+    from troubleshoot.fleet.compare import compare
+
+    nodes = {f"gpu-0{i}": copy.deepcopy(BASE) for i in range(1, 7)}
+    for i, snap in enumerate(nodes.values()):
+        snap["nvml"]["driver_version"] = ("535.161.08", "555.42.02", "550.54.14")[i % 3]
+    drift = [f for f in compare(nodes) if f.what == "driver"]
+    assert [f.node for f in drift] == list(nodes) and {f.expected for f in drift} == {None}
+    assert drift[0].text == ("driver 535.161.08 (nodes differ, no majority: 535.161.08 on gpu-01, gpu-04; "
+                             "555.42.02 on gpu-02, gpu-05; 550.54.14 on gpu-03, gpu-06)")
+    nodes["gpu-06"]["nvml"]["driver_version"] = "535.161.08"  # 3 of 6: the most frequent value, alone
+    drift = [f for f in compare(nodes) if f.what == "driver"]
+    assert [(f.node, f.text) for f in drift] == [
+        ("gpu-02", "driver 555.42.02 (others: 535.161.08 on 3 nodes)"),
+        ("gpu-03", "driver 550.54.14 (others: 535.161.08 on 3 nodes)"),
+        ("gpu-05", "driver 555.42.02 (others: 535.161.08 on 3 nodes)")]
+
+
+def test_a_worse_link_or_limit_is_found_whichever_node_is_named_first():
+    from troubleshoot.fleet.compare import compare
+
+    for slow in ("gpu-01", "gpu-02"):
+        nodes = {"gpu-01": copy.deepcopy(BASE), "gpu-02": copy.deepcopy(BASE)}
+        nodes[slow]["nvml"]["gpus"][0]["pcie_gen_current"] = 3
+        nodes[slow]["io"]["nofile_soft"] = 1024
+        found = [(f.node, f.what, f.text) for f in compare(nodes)]
+        assert found == [(slow, "PCIe link", "GPU 0 PCIe link at gen3 x16 of x16 (no majority; as many nodes at gen4 x16)"),
+                         (slow, "open files limit", "open files limit 1024 (no majority; as many nodes at 1048576)")]
+
+
+def test_fleet_text_of_two_nodes_that_differ_blames_neither(tmp_path):
+    d = tmp_path / "snaps"
+    d.mkdir()
+    for node, snap in _two_drivers("535.161.08", "555.42.02").items():
+        (d / f"{node}.json").write_text(json.dumps(snap))
+    out = run_cli("fleet", "diagnose", str(d)).stdout.decode()
+    split = "nodes differ, no majority: 535.161.08 on gpu-01; 555.42.02 on gpu-02"
+    assert f"gpu-01  drift: driver 535.161.08 ({split})" in out
+    assert f"gpu-02  drift: driver 555.42.02 ({split})" in out
+    assert "others:" not in out
+
+
+def test_a_tie_across_ten_thousand_nodes_names_a_few_of_each_side_and_counts_the_rest():
+    from troubleshoot.fleet import compare as cmp
+
+    one = cmp.extract(BASE)
+    other = cmp.extract(_two_drivers("535.161.08", "535.161.08")["gpu-01"])
+    nodes = {f"gpu-{i:05d}": (one if i % 2 else other) for i in range(10_000)}
+    drift = [f for f in cmp.compare_nodes(nodes) if f.what == "driver"]
+    assert len(drift) == 10_000 and {f.expected for f in drift} == {None}
+    assert drift[0].text == ("driver 535.161.08 (nodes differ, no majority: 535.161.08 on gpu-00000, gpu-00002, "
+                             "gpu-00004 and 4997 more; 555.42.02 on gpu-00001, gpu-00003, gpu-00005 and 4997 more)")

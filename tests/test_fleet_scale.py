@@ -50,15 +50,36 @@ def ref_gpus(facts):
 
 
 def ref_majority(values):
-    (value, n), = Counter(values.values()).most_common(1)
-    return value, n
+    """The most frequent value, how often, and whether another is as frequent (then the greatest)."""
+    counts = Counter(values.values())
+    n = max(counts.values())
+    top = [v for v, k in counts.items() if k == n]
+    return (top[0] if len(top) == 1 else max(top)), n, len(top) > 1
+
+
+def ref_split(values):
+    """Each value with its nodes, most frequent first (as first seen among as frequent)."""
+    counts = Counter(values.values())
+    ranked = sorted(dict.fromkeys(values.values()), key=lambda v: -counts[v])
+    parts = []
+    for v in ranked[:cmp.SPLIT_VALUES]:
+        names = [n for n, x in values.items() if x == v]
+        more = f" and {len(names) - cmp.SPLIT_NODES} more" if len(names) > cmp.SPLIT_NODES else ""
+        parts.append(f"{v} on {', '.join(names[:cmp.SPLIT_NODES])}{more}")
+    rest = len(ranked) - cmp.SPLIT_VALUES
+    if rest > 0:
+        parts.append(f"{rest} other value{'s' if rest != 1 else ''}")
+    return "; ".join(parts)
 
 
 def ref_drift(nodes, label, read):
     values = {n: v for n, v in ((n, read(f)) for n, f in nodes.items()) if v is not None}
     if len(set(map(str, values.values()))) < 2:
         return []
-    common, n = ref_majority(values)
+    common, n, tied = ref_majority(values)
+    if tied:
+        text = f"nodes differ, no majority: {ref_split(values)}"
+        return [cmp.Finding(node, "drift", label, v, None, f"{label} {v} ({text})") for node, v in values.items()]
     return [cmp.Finding(node, "drift", label, v, common, f"{label} {v} (others: {common} on {n} node{'s' if n != 1 else ''})")
             for node, v in values.items() if v != common]
 
@@ -71,13 +92,14 @@ def ref_pcie(nodes):
             if isinstance(w, int) and isinstance(gen, int):
                 by_gpu.setdefault(g.get("index", i), {})[node] = (w, gen, wmax)
     for idx, per_node in sorted(by_gpu.items()):
-        common, _ = ref_majority({n: (w, gen) for n, (w, gen, _) in per_node.items()})
+        common, _, tied = ref_majority({n: (w, gen) for n, (w, gen, _) in per_node.items()})
+        peers = ("no majority; as many nodes at " if tied else "most nodes: ") + f"gen{common[1]} x{common[0]}"
         for node, (w, gen, wmax) in per_node.items():
             if ((w, gen) != common and (w < common[0] or gen < common[1])) or (isinstance(wmax, int) and w < wmax):
                 of = f" of x{wmax}" if isinstance(wmax, int) else ""
                 out.append(cmp.Finding(node, "outlier", "PCIe link", f"GPU {idx}: gen{gen} x{w}{of}",
                                        f"gen{common[1]} x{common[0]}",
-                                       f"GPU {idx} PCIe link at gen{gen} x{w}{of} (most nodes: gen{common[1]} x{common[0]})"))
+                                       f"GPU {idx} PCIe link at gen{gen} x{w}{of} ({peers})"))
     return out
 
 
@@ -147,8 +169,9 @@ def ref_nofile(nodes):
     limits = {n: v for n, v in ((n, cmp.get(f, "io.nofile_soft")) for n, f in nodes.items()) if isinstance(v, int)}
     if len(limits) < 2:
         return []
-    common, _ = ref_majority(limits)
-    return [cmp.Finding(n, "outlier", "open files limit", v, common, f"open files limit {v} (most nodes: {common})")
+    common, _, tied = ref_majority(limits)
+    peers = ("no majority; as many nodes at " if tied else "most nodes: ") + str(common)
+    return [cmp.Finding(n, "outlier", "open files limit", v, common, f"open files limit {v} ({peers})")
             for n, v in limits.items() if v < common]
 
 
@@ -198,23 +221,26 @@ def test_one_pass_comparison_finds_what_comparing_each_node_with_all_others_find
         assert repr(cmp.compare(nodes)) == repr(ref_compare(nodes))
 
 
-def test_a_tie_goes_to_the_value_seen_first_and_two_nodes_flag_the_second():
+def test_a_tie_singles_out_no_node_whichever_is_seen_first():
     a, b = copy.deepcopy(BASE), copy.deepcopy(BASE)
     b["nvml"]["driver_version"] = "550.54.14"
-    two = {"n1": a, "n2": b}
-    assert [(f.node, f.what, f.expected) for f in cmp.compare(two) if f.kind == "drift"] == [("n2", "driver", "555.42.02")]
-    four = {"n1": b, "n2": a, "n3": b, "n4": a}  # 2 against 2: the first seen is "most nodes"
-    assert {f.node for f in cmp.compare(four) if f.what == "driver"} == {"n2", "n4"}
+    for two in ({"n1": a, "n2": b}, {"n1": b, "n2": a}):
+        drift = [(f.node, f.what, f.expected) for f in cmp.compare(two) if f.kind == "drift"]
+        assert drift == [("n1", "driver", None), ("n2", "driver", None)]
+    four = {"n1": b, "n2": a, "n3": b, "n4": a}  # 2 against 2: no majority
+    assert {f.node for f in cmp.compare(four) if f.what == "driver"} == {"n1", "n2", "n3", "n4"}
     assert repr(cmp.compare(four)) == repr(ref_compare(four))
 
 
 def test_no_majority_all_values_differ():
     nodes = {}
-    for i, driver in enumerate(["555.42.02", "550.54.14", "535.161.08", "570.86.10"]):
+    for i, driver in enumerate(["555.42.02", "550.54.14", "535.161.08", "570.86.10", "580.65.06"]):
         nodes[f"n{i}"] = copy.deepcopy(BASE)
         nodes[f"n{i}"]["nvml"]["driver_version"] = driver
     drift = [f for f in cmp.compare(nodes) if f.what == "driver"]
-    assert [f.node for f in drift] == ["n1", "n2", "n3"] and {f.expected for f in drift} == {"555.42.02"}
+    assert [f.node for f in drift] == ["n0", "n1", "n2", "n3", "n4"] and {f.expected for f in drift} == {None}
+    assert drift[0].text == ("driver 555.42.02 (nodes differ, no majority: 555.42.02 on n0; 550.54.14 on n1; "
+                             "535.161.08 on n2; 570.86.10 on n3; 1 other value)")
     assert repr(cmp.compare(nodes)) == repr(ref_compare(nodes))
 
 

@@ -94,7 +94,10 @@ async def test_follow_a_growing_file_shows_a_new_diagnosis(tmp_path):
 async def test_hung_probe_broken_rules_and_binary_log_leave_it_responsive(tmp_path, rules_dir):
     d = rules_dir({"broken.yaml": "rules:\n- id: x\n  title: [oops\n"})
     log = tmp_path / "core"
-    log.write_bytes(bytes(range(256)) * 4000 + b"\nRuntimeError: CUDA error: an illegal memory access was encountered\n")
+    # A text log with a megabyte of binary bytes in it (a core dump cat'ed into it): a file that
+    # starts as binary is not read as a log at all (tests/test_not_logs.py).
+    log.write_bytes(b"".join(b"step %d loss 0.5\n" % i for i in range(1000)) + bytes(range(256)) * 4000
+                    + b"\nRuntimeError: CUDA error: an illegal memory access was encountered\n")
     plugins = load_plugins()
 
     class Hung:

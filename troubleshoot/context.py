@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from troubleshoot.pipeline import Result
     from troubleshoot.plugins import Plugins
     from troubleshoot.probes.base import Probe, ProbeOutcome
-    from troubleshoot.sources import LogSource, Sources
+    from troubleshoot.sources import LogSource, Skipped, Sources
 
 # Commands that read a piped stdin as their log when no --log is given.
 READS_STDIN = frozenset({"diagnose", "why"})
@@ -94,6 +94,7 @@ class CommandContext:
     _ruleset: RuleSet | None = field(default=None, repr=False)
     _fixers: dict[str, Fixer] | None = field(default=None, repr=False)
     _told: set[str] = field(default_factory=set, repr=False)  # problems already told, each once
+    _skipped: list[Skipped] = field(default_factory=list, repr=False)  # the logs' files left out as no logs
     # One lock per part: the TUI loads the rules in one thread while it probes in another.
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)  # plugins, probes, fixers
     _rules_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -276,14 +277,22 @@ class CommandContext:
     def log_sources(self, specs: Sequence[str] | None = None, pasted: str | None = None) -> list[LogSource]:
         """The logs of --log (or `specs`): files, folders of rank logs, globs, '-' for stdin; a
         piped stdin when the command reads one; or `pasted` text. A path that cannot be read is
-        a one-line error."""
-        from troubleshoot.sources import LogSource, log_sources
+        a one-line error, and so are files none of which is a text log; files that are no logs
+        among others are told through `warn`, before any probe runs."""
+        from troubleshoot.sources import LogSource, find_logs, nothing_to_diagnose, skipped_note
 
+        self._skipped = []
         if pasted is not None:
             return [LogSource("pasted log", text=pasted)]
         if specs is None:
             specs = self.options.logs or (("-",) if self.stdin_log else ())
-        return log_sources(specs)
+        found = find_logs(specs)
+        if found.skipped and not found.logs:
+            raise TroubleshootError(nothing_to_diagnose(found.skipped))
+        self._skipped = found.skipped
+        if found.skipped:
+            self._tell(skipped_note(found.skipped))
+        return found.logs
 
     def sources(self, logs: Sequence[LogSource] | None = None, facts: Mapping | None = None,
                 origin: str | None = None) -> Sources:
@@ -295,14 +304,25 @@ class CommandContext:
         if facts is None and origin is None:
             m = self.machine()
             facts, origin = m.facts, m.origin
-        return Sources(list(logs), [FactsSource(facts, origin or "machine facts")] if facts is not None else [])
+        return Sources(list(logs), [FactsSource(facts, origin or "machine facts")] if facts is not None else [],
+                       skipped=list(self._skipped))
 
     def diagnose(self, sources: Sources | None = None) -> Result:
-        """The one way from this command's logs and facts to ranked diagnoses."""
+        """The one way from this command's logs and facts to ranked diagnoses. What the reading
+        found about the logs themselves (an input that was no text log, an empty log) is told
+        through `warn`, and kept in the result (`skipped`, `empty`)."""
         from troubleshoot import pipeline
+        from troubleshoot.sources import empty_note, skipped_note
 
         ruleset = self.ruleset()
-        return pipeline.diagnose_sources(self.sources() if sources is None else sources, ruleset)
+        sources = self.sources() if sources is None else sources
+        result = pipeline.diagnose_sources(sources, ruleset)
+        found = result.skipped[len(sources.skipped):]  # left out only once read: stdin, a FIFO
+        if found:
+            self._tell(skipped_note(found))
+        if result.empty:
+            self._tell(empty_note(result.empty))
+        return result
 
     def log_hint(self) -> list[str] | None:
         """The words a printed `troubleshoot fix --rule` line needs to read the same logs: each

@@ -9,6 +9,11 @@ however long, is never stopped unless that limit is set.
 
 The progress line is drawn by `rich`, imported only when a line is first shown: a run that
 shows none never pays for the import.
+
+A log typed or pasted into a terminal (`--log -` on one) is asked for on stderr (`PASTE_PROMPT`)
+and ends at the first Ctrl-D on an empty line (`Typed`): a terminal's end of input ends one
+read, not the input, and a buffered reader that met it inside a longer read would wait for a
+second one.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -41,6 +47,7 @@ SAMPLE = 4096
 # Redraws a second; rich's rate is estimated from the counts drawn.
 REFRESH = 4
 NAME_WIDTH = 40
+PASTE_PROMPT = f"{PROG}: paste the log, then press Ctrl-D on an empty line"
 
 _NEWLINE = re.compile(b"\n")
 # Control bytes a text log does not hold; tab, CR (progress bars), backspace, form feed and ESC
@@ -136,9 +143,48 @@ def watch(stream, name: str, owned: bool = True):
         if owned:
             stream.close()
         raise
-    # A log typed or pasted into the terminal (`--log -`): no line drawn over what is typed.
-    terminal = None if os.isatty(fd) else _terminal.get()
+    terminal = _terminal.get()
+    if os.isatty(fd):
+        # A log typed or pasted into the terminal (`--log -`): asked for, and no progress line
+        # drawn over what is typed.
+        print(PASTE_PROMPT, file=sys.stderr, flush=True)
+        stream, terminal = Typed(stream), None
     return Watched(stream, name, limits, terminal, owned)
+
+
+class Typed:
+    """A terminal's input, read until the first end of input (Ctrl-D on an empty line), which
+    is kept: a terminal ends one read there, and the next read would wait for more. Each read
+    asks the stream at most once (`readinto1`) for its next line, so an end met is seen here,
+    not used up inside a buffered read that had bytes to return; a read still gives all it was
+    asked for, or what there was before the end."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self._ended = False
+
+    def readinto(self, buf) -> int:
+        one = getattr(self._stream, "readinto1", None) or self._stream.readinto
+        with memoryview(buf) as outer, outer.cast("B") as view:
+            got = 0
+            while got < len(view) and not self._ended:
+                n = one(view[got:]) or 0
+                self._ended = not n
+                got += n
+            return got
+
+    def read(self, n: int | None = -1) -> bytes:
+        if n is None or n < 0:
+            return b"".join(iter(lambda: self.read(CHUNK_SIZE), b""))
+        buf = bytearray(n)
+        del buf[self.readinto(buf):]
+        return bytes(buf)
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    def close(self) -> None:
+        self._stream.close()
 
 
 def text_bytes(sample: bytes) -> int:

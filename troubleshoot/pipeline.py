@@ -16,7 +16,7 @@ import io
 import os
 import stat
 import sys
-from dataclasses import replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Callable, Mapping, Sequence
 
@@ -27,7 +27,8 @@ from troubleshoot.records import record
 from troubleshoot.scan import Scanner, ScanResult, scan_stream
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.model import Diagnosis
-from troubleshoot.sources import FactsSource, LogSource, LogTail, Sources
+from troubleshoot.sources import (FactsSource, LogSource, LogTail, Skipped, Sources, not_text, nothing_to_diagnose,
+                                  skipped_input)
 
 if TYPE_CHECKING:
     import tempfile
@@ -44,6 +45,8 @@ class Result:
     lines: int = 0  # lines read, over every log
     logs: int = 0  # logs diagnosed separately (each rank of a merged log counts)
     headline: str | None = None  # which rank/node failed first and what followed, for several logs
+    skipped: list[Skipped] = field(default_factory=list)  # inputs left out: no text logs
+    empty: list[str] = field(default_factory=list)  # logs read that held no bytes
 
 
 def load_rules(rule_dirs: Sequence[str] = (), plugins=None) -> RuleSet:
@@ -70,10 +73,11 @@ class _Unit:
     """One log as diagnosed: a file, or one rank of a merged log (with its line numbers)."""
 
     source: LogSource
-    scan: ScanResult
+    scan: ScanResult | None  # None: left out (`skipped`)
     order: int
     spool: logfiles.RankStream | None = None
     pasted: paste.Pasted | None = None  # state dumps in the log: facts of the machine it came from
+    skipped: str | None = None  # why it is no text log, read from its first bytes
 
 
 class _Spools:
@@ -100,10 +104,11 @@ class _Spools:
 class Scanned:
     """The logs of one command, each read and scanned once. Diagnosing them again with other
     facts (probes that finished after the scan) never reads a log a second time. Rank spools
-    of a merged log live until `close()` (a `with` block closes it)."""
+    of a merged log live until `close()` (a `with` block closes it). `skipped`: the logs whose
+    first bytes were no text, left out unread."""
 
-    def __init__(self, units: list[_Unit], spools: _Spools):
-        self.units, self._spools = units, spools
+    def __init__(self, units: list[_Unit], spools: _Spools, skipped: Sequence[Skipped] = ()):
+        self.units, self._spools, self.skipped = units, spools, list(skipped)
 
     def close(self) -> None:
         self._spools.cleanup()
@@ -140,7 +145,8 @@ def read_sources(logs: Sequence[LogSource], ruleset: RuleSet, cancel=None, progr
     except BaseException:
         spools.cleanup()
         raise
-    return Scanned(units, spools)
+    skipped = [skipped_input(u.source, u.skipped) for u in units if u.skipped is not None]
+    return Scanned([u for u in units if u.skipped is None], spools, skipped)
 
 
 def _forks(logs: Sequence[LogSource], size: int | None, cancel, progress) -> bool:
@@ -158,8 +164,17 @@ def diagnose_sources(sources: Sources, ruleset: RuleSet,
 
 
 def diagnose_scanned(scanned: Scanned, sources: Sources, ruleset: RuleSet) -> Result:
-    """The diagnosis of logs already scanned, with the machine facts of `sources`."""
-    units = scanned.units
+    """The diagnosis of logs already scanned, with the machine facts of `sources`. Every log
+    given left out as no text log is an error: nothing would be diagnosed."""
+    skipped = [*sources.skipped, *scanned.skipped]
+    if not scanned.units and scanned.skipped:
+        raise TroubleshootError(nothing_to_diagnose(skipped))
+    result = _diagnosed(scanned.units, sources, ruleset)
+    empty = [u.source.name for u in scanned.units if u.spool is None and not u.scan.total_bytes]
+    return replace(result, skipped=skipped, empty=list(dict.fromkeys(empty)))
+
+
+def _diagnosed(units: list[_Unit], sources: Sources, ruleset: RuleSet) -> Result:
     if len(units) == 1 and units[0].spool is None:
         return _one_log(units[0], sources, ruleset)
     if not units and len(sources.facts) <= 1:
@@ -215,7 +230,12 @@ def _read(src: LogSource, order: int, scanner: Scanner, spools: _Spools, cancel=
     try:
         # Read ahead as far as pasted dumps are looked for: the scanner then reads the same
         # bytes from memory, and the rest straight into its own buffer (readinto, no copies).
-        ahead = stream.read(max(logfiles.PEEK, paste.HEAD_BYTES))
+        want = max(logfiles.PEEK, paste.HEAD_BYTES)
+        ahead = stream.read(want)
+        if opener is None and src.text is None:  # a job's own log (`run`) is read whatever it holds
+            why = not_text(ahead, whole=len(ahead) < want)
+            if why is not None:
+                return [_Unit(src, None, order, skipped=why)]
         head = ahead[: logfiles.PEEK]
         peeked = logfiles.Peeked(ahead, stream)
         if not logfiles.is_labelled(head):

@@ -1,10 +1,15 @@
 """What one command diagnoses: logs and machine facts, each tagged with its node and rank, and
 `LogTail`, a log read while it is still being written.
 
-A command's `context.CommandContext` turns its --log values into log sources (`log_sources`:
+A command's `context.CommandContext` turns its --log values into log sources (`find_logs`:
 files, folders of rank logs, globs, stdin) and its machine into facts; `pipeline.diagnose_sources`
 takes them. Single-machine `diagnose` is the case of one log and one set of facts. Nothing here
 reads a rule or diagnoses.
+
+What is no log is left out, and said so (`Skipped`): by its name in a folder (a README, an
+archive of older logs, a checkpoint), or by its first bytes (`not_text`: an ELF binary, a
+compressed file, UTF-16, control bytes no text holds). A file's first bytes are read when it is
+listed, a stream's (stdin, a FIFO) when the scan reads them first: never a second read of a log.
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ from __future__ import annotations
 import glob
 import os
 import re
+import shlex
+import stat
 import threading
 from dataclasses import field, replace
 from pathlib import Path
@@ -20,8 +27,46 @@ from typing import Iterable, Mapping
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.records import record
 
-# Files in a log folder that are not logs (snapshots, reports, archives).
-NOT_LOGS = (".json", ".md", ".gz", ".zst", ".xz", ".bz2", ".zip", ".tar", ".pt", ".bin", ".safetensors")
+# Files in a log folder that are not logs, by their names, and what each is. Snapshots and
+# `run --format json` reports (None) live beside logs by design: passed over without a word.
+NOT_LOGS: dict[str, str | None] = {
+    ".json": None, ".md": "Markdown", ".gz": "gzip-compressed", ".zst": "zstd-compressed",
+    ".xz": "xz-compressed", ".bz2": "bzip2-compressed", ".zip": "a zip archive", ".tar": "a tar archive",
+    ".pt": "a PyTorch checkpoint", ".bin": "binary data (.bin)", ".safetensors": "a safetensors checkpoint",
+}
+# The tool that prints each compressed kind as text, for the hint that goes with it.
+_UNPACK = {"gzip-compressed": "zcat", "zstd-compressed": "zstdcat", "xz-compressed": "xzcat",
+           "bzip2-compressed": "bzcat"}
+# A file's first bytes are judged (not_text): a few pages, read when the file is listed.
+SNIFF = 8 << 10
+# Formats whose first bytes say what they are; text never starts so.
+_MAGIC = (
+    (b"\x7fELF", "an ELF executable or library"), (b"\x1f\x8b", "gzip-compressed"),
+    (b"\x28\xb5\x2f\xfd", "zstd-compressed"), (b"\xfd7zXZ\x00", "xz-compressed"),
+    (b"PK\x03\x04", "a zip archive"), (b"PK\x05\x06", "a zip archive"), (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive"),
+    (b"!<arch>\n", "an ar archive (a static library)"), (b"\x89PNG\r\n\x1a\n", "a PNG image"),
+    (b"\xff\xd8\xff", "a JPEG image"), (b"GIF8", "a GIF image"), (b"%PDF-", "a PDF document"),
+    (b"SQLite format 3\x00", "an SQLite database"), (b"\x89HDF\r\n\x1a\n", "an HDF5 file"),
+    (b"\x93NUMPY", "a NumPy array"), (b"\xff\xfe\x00\x00", "UTF-32 text"), (b"\x00\x00\xfe\xff", "UTF-32 text"),
+    (b"\x00troubleshoot-cache-", "a cache file of troubleshoot's"),  # usercache: text held in a binary
+)
+# UTF-16's byte order marks, and where the NUL of each ASCII character falls after them. A log in
+# Latin-1 may start with the same two bytes (ÿþ): it is UTF-16 only where those NULs are.
+_UTF16 = ((b"\xff\xfe", 1), (b"\xfe\xff", 0))
+_BZIP2 = re.compile(rb"BZh[1-9]1AY&SY")
+_PICKLE = re.compile(rb"\x80[\x02-\x05]")
+# Control bytes that text does not hold, NUL among them; tab, line breaks, form feed, backspace,
+# bell, ESC and shift-in/out (colours, progress bars, terminal captures) it does.
+_NOT_TEXT = bytes(b for b in (*range(0x20), 0x7F) if b not in b"\t\n\x0b\x0c\r\x08\x07\x1b\x0e\x0f")
+# A run of NUL bytes is a hole, not content: what a log truncated under its writer starts with
+# (logrotate's copytruncate), or a block a crash left in it.
+_NUL_RUN = re.compile(rb"\x00{64,}")
+_HOLE = bytes(64)
+# Of the bytes judged, the share (percent) of _NOT_TEXT bytes from which they are binary: a
+# binary holds them by the percent (ELF, bytecode, images: 1 to 60 %), a log holds none, or a
+# few stray ones.
+NOT_TEXT_PERCENT = 1
+NOT_TEXT_MIN = 4
 
 
 @record(frozen=True)
@@ -38,6 +83,23 @@ class LogSource:
 
 
 @record(frozen=True)
+class Skipped:
+    """An input that was no text log, and was left out: its name as shown, and what it is."""
+
+    name: str
+    why: str
+    hint: str | None = None  # how to diagnose it all the same (a compressed log: unpacked into a pipe)
+
+
+@record
+class FoundLogs:
+    """What some --log values name: the logs to read, and the files left out as no logs."""
+
+    logs: list[LogSource] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+
+
+@record(frozen=True)
 class FactsSource:
     facts: Mapping | None
     origin: str  # "this machine", "snapshot FILE"
@@ -48,6 +110,7 @@ class FactsSource:
 class Sources:
     logs: list[LogSource] = field(default_factory=list)
     facts: list[FactsSource] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)  # named by the --log values, left out as no logs
 
     def facts_for(self, node: str | None) -> Mapping | None:
         """The facts of a log's node; one set of facts stands for every log (one machine)."""
@@ -65,35 +128,177 @@ class Sources:
 
 
 def log_sources(specs: Iterable[str]) -> list[LogSource]:
+    """The logs of `find_logs`; an error when every file they name is no text log."""
+    found = find_logs(specs)
+    if not found.logs and found.skipped:
+        raise TroubleshootError(nothing_to_diagnose(found.skipped))
+    return found.logs
+
+
+def find_logs(specs: Iterable[str]) -> FoundLogs:
     """Each `--log` value as log sources: '-' (stdin), a file, a folder (every log file under
-    it) or a glob; node and rank come from the file names where they say them."""
-    out: list[LogSource] = []
+    it) or a glob; node and rank come from the file names where they say them. A file that is
+    no text log (by its first bytes; in a folder, by its name too) is left out, in `skipped`."""
+    found = FoundLogs()
     for spec in specs:
         if spec == "-":
-            out.append(LogSource("stdin"))
+            found.logs.append(LogSource("stdin"))
             continue
         p = Path(spec)
         if p.is_dir():
-            files = sorted(f for f in p.rglob("*") if _is_log_file(f))
-            if not files:
+            inside = folder_logs(p)
+            if not inside.logs and not inside.skipped:
                 raise TroubleshootError(f"cannot read log {spec}: no log files in this folder")
-            out += [tagged(LogSource(str(f), str(f)), root=p) for f in files]
+            found.logs += inside.logs
+            found.skipped += inside.skipped
         elif not p.exists() and glob.has_magic(spec):
             files = sorted(Path(f) for f in glob.glob(spec, recursive=True) if Path(f).is_file())
             if not files:
                 raise TroubleshootError(f"cannot read log {spec}: no file matches")
-            out += [tagged(LogSource(str(f), str(f))) for f in files]
+            _sniffed((tagged(LogSource(str(f), str(f))) for f in files), found)
         else:
             check_readable(spec)
-            out.append(tagged(LogSource(spec, spec)))
+            _sniffed([tagged(LogSource(spec, spec))], found)
     seen: set[str] = set()
     unique = []
-    for s in out:  # a file named twice (a folder and a glob over it) is read once
+    for s in found.logs:  # a file named twice (a folder and a glob over it) is read once
         key = os.path.realpath(s.path) if s.path else s.name
         if key not in seen:
             seen.add(key)
             unique.append(s)
-    return unique
+    found.logs = unique
+    return found
+
+
+def folder_logs(folder: Path) -> FoundLogs:
+    """The log files under a folder, in name order; the others (by their names, then by their
+    first bytes) left out, but for snapshots, reports and dot files, which are passed over."""
+    found = FoundLogs()
+    for f in sorted(folder.rglob("*")):
+        if f.name.startswith(".") or not f.is_file():
+            continue
+        kind = _kind_by_name(f.name)
+        if kind is None:
+            _sniffed([tagged(LogSource(str(f), str(f)), root=folder)], found)
+        elif kind:
+            found.skipped.append(Skipped(str(f), kind, _hint(kind, str(f))))
+    return found
+
+
+def _kind_by_name(name: str) -> str | None:
+    """What a file's name says it is when that is no log ('' for a snapshot or a report); None
+    for a log."""
+    lower = name.lower()
+    for ending, kind in NOT_LOGS.items():
+        if lower.endswith(ending):
+            return kind or ""
+    return None
+
+
+def _sniffed(sources: Iterable[LogSource], found: FoundLogs) -> None:
+    """Each source into `found.logs`, or into `found.skipped` when its first bytes are no text."""
+    for src in sources:
+        why = sniff_file(src.path) if src.path else None
+        if why is None:
+            found.logs.append(src)
+        else:
+            found.skipped.append(skipped_input(src, why))
+
+
+def skipped_input(src: LogSource, why: str) -> Skipped:
+    """A log source left out as no text log, with how to read it all the same where there is a way."""
+    return Skipped(src.name, why, _hint(why, src.path or ""))
+
+
+def sniff_file(path: str) -> str | None:
+    """`not_text` of a regular file's first SNIFF bytes. None for anything else (a FIFO or a
+    device is judged as it is read: it cannot be opened twice) and for a file that cannot be
+    read (its read says why)."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None  # not opened: opening a FIFO waits for its writer
+        with open(path, "rb", buffering=0) as f:
+            head = f.read(SNIFF)
+            whole = os.fstat(f.fileno()).st_size <= len(head)
+    except OSError:
+        return None
+    return not_text(head, whole)
+
+
+def not_text(head: bytes, whole: bool = False) -> str | None:
+    """Why an input whose first bytes are `head` (all of it when `whole`) is no text log, or
+    None when it reads as text. Only the first SNIFF bytes are judged: a binary says so in its
+    first page, and a big log is not read twice. A log with stray control bytes or invalid UTF-8
+    (Latin-1, a cut multi-byte character) is text."""
+    for magic, kind in _MAGIC:
+        if head.startswith(magic):
+            return kind
+    for bom, nul_at in _UTF16:
+        if head.startswith(bom):
+            units = head[2 + nul_at:SNIFF:2]
+            if units and units.count(0) * 4 >= len(units):
+                return "UTF-16 text"
+    if _BZIP2.match(head):
+        return "bzip2-compressed"
+    if _PICKLE.match(head):
+        return "a Python pickle"
+    if head[257:262] == b"ustar":
+        return "a tar archive"
+    judged = head[:SNIFF]
+    if _HOLE in judged:  # one fast search first: the regex would try every byte of every log
+        judged = _NUL_RUN.sub(b"", judged)
+    if not judged:
+        # Only holes so far: more may follow (text after a truncation), unless this is all.
+        return "nothing but NUL bytes" if whole and head and not head.strip(b"\x00") else None
+    odd = len(judged) - len(judged.translate(None, _NOT_TEXT))
+    if odd >= NOT_TEXT_MIN and odd * 100 >= NOT_TEXT_PERCENT * len(judged):
+        return f"binary data: {_percent(odd, len(judged))} of its first bytes are control bytes"
+    return None
+
+
+def _percent(part: int, whole: int) -> str:
+    share = 100 * part / whole
+    return f"{share:.0f}%" if share >= 10 else f"{share:.1f}%"
+
+
+def _hint(kind: str, path: str) -> str | None:
+    """How to diagnose a compressed or UTF-16 log all the same: a command to copy."""
+    tool = _UNPACK.get(kind) or ("iconv -f UTF-16 -t UTF-8" if kind == "UTF-16 text" else None)
+    if tool is None or not path:
+        return None
+    return f"{tool} {shlex.quote(path)} | troubleshoot diagnose"
+
+
+MAX_NAMED = 5  # files named in one note about inputs left out; the others are counted
+
+
+def skipped_note(skipped: list[Skipped], one: str = "a text log", many: str = "text logs") -> str:
+    """One line naming what was left out, and why: each was not `one` (of several: `many`)."""
+    if len(skipped) == 1:
+        hint = f" (to diagnose it all the same: {skipped[0].hint})" if skipped[0].hint else ""
+        return f"{skipped[0].name}: not {one} ({skipped[0].why}); left out{hint}"
+    return f"{len(skipped)} files are not {many} and were left out: {_named(skipped)}"
+
+
+def _named(skipped: list[Skipped]) -> str:
+    named = "; ".join(f"{s.name} ({s.why})" for s in skipped[:MAX_NAMED])
+    return named + (f"; and {len(skipped) - MAX_NAMED} more" if len(skipped) > MAX_NAMED else "")
+
+
+def nothing_to_diagnose(skipped: list[Skipped]) -> str:
+    """The error when every input given was left out."""
+    if len(skipped) == 1:
+        hint = f"; to diagnose it all the same: {skipped[0].hint}" if skipped[0].hint else ""
+        return f"nothing to diagnose: {skipped[0].name} is not a text log ({skipped[0].why}){hint}"
+    return f"nothing to diagnose: none of the {len(skipped)} files given is a text log: {_named(skipped)}"
+
+
+def empty_note(names: list[str]) -> str:
+    """One line naming the logs that held nothing."""
+    if len(names) == 1:
+        return f"{names[0]} is empty: there was nothing in it to diagnose"
+    named = ", ".join(names[:MAX_NAMED]) + (f" and {len(names) - MAX_NAMED} more" if len(names) > MAX_NAMED else "")
+    return f"{len(names)} logs are empty, with nothing in them to diagnose: {named}"
 
 
 def check_readable(path: str) -> None:
@@ -107,10 +312,6 @@ def check_readable(path: str) -> None:
             raise PermissionError(13, "Permission denied")
     except OSError as exc:
         raise TroubleshootError(f"cannot read log {path}: {exc.strerror or exc}") from None
-
-
-def _is_log_file(f: Path) -> bool:
-    return f.is_file() and not f.name.startswith(".") and not f.name.lower().endswith(NOT_LOGS)
 
 
 # `troubleshoot run` under srun/torchrun: <stamp>-<job>.<node>.rank<N>.log

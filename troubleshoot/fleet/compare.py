@@ -2,7 +2,10 @@
 kernel or limits worse than its peers'). Pure functions over snapshot facts.
 
 What is compared lives in the two tables below; a finding names the node, what differs, its
-value and what most nodes have.
+value and what most nodes have. Where no value is the most frequent (two nodes that differ, or
+as many nodes on each side), no node is singled out by the order of their names: each drifted
+version's finding goes to every node and names each value with its nodes; a PCIe link or an
+open-files limit is held against the best of the most frequent values.
 
 The comparison reads a few values of each snapshot (`extract`: a `NodeFacts`), so a fleet is
 compared without holding its snapshots. Each check is one pass over the nodes per fact: a
@@ -42,6 +45,10 @@ GPU_COUNTERS = (
 )
 # Throttle reasons that are not a problem on their own.
 BENIGN_THROTTLE = frozenset({"gpu_idle", "applications_clocks_setting", "none"})
+# Where versions differ with no majority: the values named (most frequent first), and the nodes
+# named for each; the others are counted.
+SPLIT_VALUES = 4
+SPLIT_NODES = 3
 
 
 @dataclass(frozen=True)
@@ -50,7 +57,7 @@ class Finding:
     kind: str  # "drift" or "outlier"
     what: str  # a short label: "driver", "PCIe link", "Xid events"
     value: Any
-    expected: Any  # what most nodes have
+    expected: Any  # what most nodes have (None: a version with no majority)
     text: str  # one line for people
 
     def as_dict(self) -> dict:
@@ -164,19 +171,50 @@ def _counter_totals(gpus: list[Mapping]) -> tuple[int, ...]:
     return (*totals, pending)
 
 
-def _majority(values: Iterable[Any]) -> tuple[Any, int]:
-    """The most frequent value and how often it occurs; of equally frequent ones, the first seen."""
-    (value, n), = Counter(values).most_common(1)
-    return value, n
+def _majority(values: Iterable[Any]) -> tuple[Any, int, bool]:
+    """The most frequent value, how often it occurs, and whether another occurs as often (then
+    the value is the greatest of those: never the first seen, which only the names decide)."""
+    counts = Counter(values)
+    (value, n), *second = counts.most_common(2)
+    if not second or second[0][1] < n:
+        return value, n, False
+    return max(v for v, k in counts.items() if k == n), n, True
+
+
+def _plural(n: int, word: str = "node") -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
 
 
 def _drift(read: Iterable[tuple[str, Any]], label: str) -> list[Finding]:
     values = [(node, v) for node, v in read if v is not None]
     if len({str(v) for _, v in values}) < 2:
         return []
-    common, n = _majority(v for _, v in values)
-    return [Finding(node, "drift", label, v, common, f"{label} {v} (others: {common} on {n} node{'s' if n != 1 else ''})")
+    counts = Counter(v for _, v in values)
+    (common, n), *second = counts.most_common(2)
+    if second and second[0][1] == n:  # no majority: no node is the drifted one
+        text = f"nodes differ, no majority: {_split(values, counts)}"
+        return [Finding(node, "drift", label, v, None, f"{label} {v} ({text})") for node, v in values]
+    return [Finding(node, "drift", label, v, common, f"{label} {v} (others: {common} on {_plural(n)})")
             for node, v in values if v != common]
+
+
+def _split(values: list[tuple[str, Any]], counts: Counter) -> str:
+    """Each value and its nodes, most frequent first: '535 on gpu-01; 555 on gpu-02'. One pass;
+    a few nodes are named per value, the others counted."""
+    shown = [v for v, _ in counts.most_common(SPLIT_VALUES)]
+    named: dict[Any, list[str]] = {v: [] for v in shown}
+    for node, v in values:
+        names = named.get(v)
+        if names is not None and len(names) < SPLIT_NODES:
+            names.append(node)
+    parts = []
+    for v in shown:
+        names, k = named[v], counts[v]
+        more = f" and {k - len(names)} more" if k > len(names) else ""
+        parts.append(f"{v} on {', '.join(names)}{more}")
+    if len(counts) > len(shown):
+        parts.append(f"{_plural(len(counts) - len(shown), 'other value')}")
+    return "; ".join(parts)
 
 
 def _pcie(nodes: Mapping[str, NodeFacts]) -> list[Finding]:
@@ -188,14 +226,15 @@ def _pcie(nodes: Mapping[str, NodeFacts]) -> list[Finding]:
         for idx, link in f.links.items():
             by_gpu.setdefault(idx, {})[node] = link
     for idx, per_node in sorted(by_gpu.items()):
-        common, _ = _majority((w, gen) for w, gen, _ in per_node.values())
+        common, _, tied = _majority((w, gen) for w, gen, _ in per_node.values())
+        link = f"gen{common[1]} x{common[0]}"
+        peers = f"no majority; as many nodes at {link}" if tied else f"most nodes: {link}"
         for node, (w, gen, wmax) in per_node.items():
             narrow = isinstance(wmax, int) and w < wmax
             if ((w, gen) != common and (w < common[0] or gen < common[1])) or narrow:
                 of = f" of x{wmax}" if isinstance(wmax, int) else ""
-                out.append(Finding(node, "outlier", "PCIe link", f"GPU {idx}: gen{gen} x{w}{of}",
-                                   f"gen{common[1]} x{common[0]}",
-                                   f"GPU {idx} PCIe link at gen{gen} x{w}{of} (most nodes: gen{common[1]} x{common[0]})"))
+                out.append(Finding(node, "outlier", "PCIe link", f"GPU {idx}: gen{gen} x{w}{of}", link,
+                                   f"GPU {idx} PCIe link at gen{gen} x{w}{of} ({peers})"))
     return out
 
 
@@ -277,6 +316,7 @@ def _nofile(nodes: Mapping[str, NodeFacts]) -> list[Finding]:
     limits = [(n, f.nofile) for n, f in nodes.items() if f.nofile is not None]
     if len(limits) < 2:
         return []
-    common, _ = _majority(v for _, v in limits)
-    return [Finding(n, "outlier", "open files limit", v, common, f"open files limit {v} (most nodes: {common})")
+    common, _, tied = _majority(v for _, v in limits)
+    peers = f"no majority; as many nodes at {common}" if tied else f"most nodes: {common}"
+    return [Finding(n, "outlier", "open files limit", v, common, f"open files limit {v} ({peers})")
             for n, v in limits if v < common]

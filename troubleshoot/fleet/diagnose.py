@@ -5,7 +5,8 @@ Snapshots are read one at a time (nodes.py), by several processes at once (forke
 checked, diagnosed, and the few values the comparison reads are kept; the snapshot itself is
 dropped before the next is read, so memory grows with the nodes' findings, not with their
 snapshots. Only when there are logs are the snapshots kept, since the job's diagnosis reads each
-log with its node's facts.
+log with its node's facts. A file in the folder that is neither a snapshot nor a text log (a
+README beside the snapshots, a binary) is left out and named in a warning.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from troubleshoot.errors import TroubleshootError
 from troubleshoot.fleet import forked
 from troubleshoot.fleet.compare import Finding, compare_nodes
 from troubleshoot.model import Diagnosis
-from troubleshoot.sources import FactsSource, LogSource, Sources, log_sources
+from troubleshoot.sources import FactsSource, FoundLogs, LogSource, Skipped, Sources, find_logs, folder_logs, skipped_note
 
 
 @dataclass
@@ -32,6 +33,7 @@ class FleetResult:
     warnings: list[str] = field(default_factory=list)
     logs: int = 0
     left_out: int = 0  # snapshots not read: past --max-nodes
+    skipped: list[Skipped] = field(default_factory=list)  # files neither snapshots nor text logs
 
     def groups(self) -> list[tuple[str, str, list[str]]]:
         """(rule id, symptom, nodes) for each diagnosis, most nodes first: "3 nodes: docker-gpu-missing"."""
@@ -63,22 +65,20 @@ def snapshot_files(folder: Path) -> list[Path]:
     return [folder / n for n in names]
 
 
-def _has_logs(folder: Path) -> bool:
-    return any(p.is_file() and not p.name.endswith(".json") for p in folder.rglob("*"))
-
-
-def node_logs(folder: Path, nodes: Sequence[str], extra: Sequence[str], in_folder: bool | None = None) -> list[LogSource]:
-    """Logs in the folder (and --log): a file in a node's subfolder belongs to that node.
-    `in_folder`: whether the folder holds logs, when the caller has looked already."""
+def node_logs(folder: Path, nodes: Sequence[str], extra: Sequence[str], in_folder: FoundLogs | None = None) -> FoundLogs:
+    """Logs in the folder (and --log): a file in a node's subfolder belongs to that node; the
+    files that are no text logs, left out. `in_folder`: the folder's, when the caller has
+    looked already."""
+    found = folder_logs(folder) if in_folder is None else in_folder
+    known = set(nodes)
     logs = []
-    if _has_logs(folder) if in_folder is None else in_folder:
-        known = set(nodes)
-        for src in log_sources([str(folder)]):
-            rel = Path(src.path).relative_to(folder).parts
-            if src.node is None and len(rel) > 1 and rel[0] in known:
-                src = replace(src, node=rel[0])
-            logs.append(src)
-    return logs + (log_sources(extra) if extra else [])
+    for src in found.logs:
+        rel = Path(src.path).relative_to(folder).parts
+        if src.node is None and len(rel) > 1 and rel[0] in known:
+            src = replace(src, node=rel[0])
+        logs.append(src)
+    more = find_logs(extra) if extra else FoundLogs()
+    return FoundLogs(logs + more.logs, found.skipped + more.skipped)
 
 
 def diagnose_fleet(folder: Path, ruleset, extra_logs: Sequence[str] = (), max_nodes: int | None = None,
@@ -89,18 +89,26 @@ def diagnose_fleet(folder: Path, ruleset, extra_logs: Sequence[str] = (), max_no
     files = snapshot_files(folder)
     rest = files[max_nodes:] if max_nodes is not None else []
     files = files[:len(files) - len(rest)]
-    in_folder = _has_logs(folder)
-    read = forked.read(files, ruleset, in_folder or bool(extra_logs), jobs)
-    logs = node_logs(folder, read.loaded, extra_logs, in_folder)
+    in_folder = folder_logs(folder)
+    read = forked.read(files, ruleset, bool(in_folder.logs) or bool(extra_logs), jobs)
+    found = node_logs(folder, read.loaded, extra_logs, in_folder)
+    logs = found.logs
     if not read.loaded and not logs:
-        raise TroubleshootError(f"no snapshots (<node>.json) or logs in {folder}")
+        raise TroubleshootError(f"no snapshots (<node>.json) or logs in {folder}"
+                                + (f"; {_skipped_note(found.skipped)}" if found.skipped else ""))
     warnings = [_left_out(rest, max_nodes)] if rest else []
     warnings += read.warnings + [f"snapshot {n}: cannot be diagnosed ({why}); left out" for n, why in sorted(read.failed)]
     log_nodes = {s.node for s in logs if s.node}
     per_node = {node: read.diagnosed.get(node, []) for node in sorted(set(read.diagnosed) | log_nodes)}
-    job, headline = _job(logs, read.facts, ruleset, per_node)
+    job, headline, skipped = _job(logs, read.facts, ruleset, per_node, found.skipped)
+    if skipped:
+        warnings.append(_skipped_note(skipped))
     return FleetResult(list(per_node), compare_nodes(read.compared), per_node, job, headline, warnings, len(logs),
-                       len(rest))
+                       len(rest), skipped)
+
+
+def _skipped_note(skipped: list[Skipped]) -> str:
+    return skipped_note(skipped, "a snapshot or a text log", "snapshots or text logs")
 
 
 def _left_out(rest: list[Path], max_nodes: int | None) -> str:
@@ -108,21 +116,22 @@ def _left_out(rest: list[Path], max_nodes: int | None) -> str:
             f"({rest[0].name} and after it, in name order)")
 
 
-def _job(logs: list[LogSource], facts: dict[str, dict], ruleset,
-         per_node: dict[str, list[Diagnosis]]) -> tuple[list[Diagnosis], str | None]:
+def _job(logs: list[LogSource], facts: dict[str, dict], ruleset, per_node: dict[str, list[Diagnosis]],
+         skipped: list[Skipped]) -> tuple[list[Diagnosis], str | None, list[Skipped]]:
     """The job's logs diagnosed together with every node's facts; each log diagnosis also joins
-    the list of every node it was seen on."""
+    the list of every node it was seen on. `skipped`: the files left out so far, and with them
+    those the reading leaves out (a FIFO of no text)."""
     from troubleshoot import pipeline
 
     if not logs:
-        return [], None
+        return [], None, skipped
     result = pipeline.diagnose_sources(
-        Sources(logs, [FactsSource(f, f"snapshot {n}", n) for n, f in facts.items()]), ruleset)
+        Sources(logs, [FactsSource(f, f"snapshot {n}", n) for n, f in facts.items()], skipped), ruleset)
     for d in result.diagnoses:
         for node in d.nodes:
             if d.count and node in per_node:
                 per_node[node] = _ranked_in(per_node[node], d)
-    return result.diagnoses, result.headline
+    return result.diagnoses, result.headline, result.skipped
 
 
 def _ranked_in(current: list[Diagnosis], d: Diagnosis) -> list[Diagnosis]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from troubleshoot.report.jsonfmt import SCHEMA, diagnosis_dict
+from troubleshoot.report.jsonfmt import SCHEMA, diagnosis_dict, skipped_list
 from troubleshoot.report.views import diagnosis_view
 from troubleshoot.textsafe import terminal_safe
 
@@ -52,5 +52,6 @@ def render_json(res) -> str:
         "logs": res.logs,
         "warnings": res.warnings,
         "left_out": res.left_out,
+        "skipped": skipped_list(res.skipped),
     }
     return json.dumps(doc, indent=2, default=str) + "\n"

@@ -9,6 +9,7 @@ from troubleshoot.report.views import diagnosis_record
 
 if TYPE_CHECKING:
     from troubleshoot.model import Diagnosis
+    from troubleshoot.sources import Skipped
 
 SCHEMA = 1
 
@@ -24,3 +25,14 @@ def render(diagnoses: Iterable[Diagnosis], meta: dict | None = None) -> str:
     if meta:
         doc.update(meta)
     return json.dumps(doc, indent=2, default=str) + "\n"
+
+
+def skipped_list(skipped: Iterable[Skipped]) -> list[dict]:
+    """The inputs left out as no text logs: `file` (as named), `why` (what it is instead)."""
+    return [{"file": s.name, "why": s.why} for s in skipped]
+
+
+def input_keys(skipped: Iterable[Skipped], empty: Iterable[str]) -> dict:
+    """The keys of the document that say what of the input was not diagnosed: `skipped`
+    (skipped_list) and `empty` (the logs read that held nothing)."""
+    return {"skipped": skipped_list(skipped), "empty": list(empty)}
