@@ -43,12 +43,13 @@ def test_examples_parse(path, monkeypatch):
 
 
 def test_the_one_command_parser_parses_as_the_whole_one():
-    """main() builds only the named subcommand's parser: every example, with -p before and
-    after the command, must come out exactly as the whole parser reads it."""
+    """main() builds only the named subcommand's parser: every example, with -p and --rules
+    before and after the command, must come out exactly as the whole parser reads it."""
     argvs = [shlex.split(e.split("|")[-1].split(">")[0])[1:] for _, examples in cli_help.HELP.values()
              for e in examples]
     argvs = [a for a in argvs if a]  # bare `troubleshoot` (the TUI) is the whole parser's
-    argvs += [["-p", "mod", *argvs[0]], ["--plugin=mod", "-pother", *argvs[0]], ["run", "-p", "m", "--", "ls", "-l"]]
+    argvs += [["-p", "mod", *argvs[0]], ["--plugin=mod", "-pother", *argvs[0]], ["run", "-p", "m", "--", "ls", "-l"],
+              ["--rules", "team-rules", *argvs[0]], ["--rules=a", "-p", "m", "--rules", "b", "rules", "--rules", "c", "test"]]
     for argv in argvs:
         command = cli.command_in(argv)
         assert command is not None and command in argv, argv
@@ -57,9 +58,11 @@ def test_the_one_command_parser_parses_as_the_whole_one():
         assert cli.command_in(argv) is None  # the whole parser answers these (help, did-you-mean)
 
 
-def test_a_mistyped_command_still_gets_the_whole_list():
+def test_a_mistyped_command_is_answered_from_the_whole_list():
     p = run_cli("diagnse")
-    assert p.returncode == 2 and b"invalid choice" in p.stderr and b"'diagnose'" in p.stderr
+    assert p.returncode == 2 and b"invalid choice: 'diagnse' (did you mean diagnose?)" in p.stderr
+    p = run_cli("xyzzy")  # close to no command: every one is named
+    assert p.returncode == 2 and b"invalid choice" in p.stderr and b"'diagnose'" in p.stderr and b"'rules'" in p.stderr
 
 
 def test_diagnose_help_shows_three_invocations_and_the_options():

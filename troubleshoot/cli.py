@@ -4,7 +4,12 @@ hands it to the command's module (cli_diagnose, cli_rules, cli_fix, cli_run, cli
 asks it for logs, facts and rules, calls the pipeline or the fix service, and renders.
 
 Every command exits 0 when it ran, 2 with one line `troubleshoot: error: ...` on bad usage or
-unreadable input, and never shows a traceback for bad input.
+unreadable input, 130 when interrupted, and never shows a traceback for bad input (the other
+statuses, `--fail-on`'s 1 and `run`'s job's own, are listed in cli_help.EXIT_STATUS).
+
+Habits from other tools hold: `-p` and `--rules` are taken before and after the command, logs
+are taken as arguments (`diagnose a.log b.log`), and a misspelt option, command or choice is
+answered with the closest one and the help of the command it was given to.
 """
 
 from __future__ import annotations
@@ -22,13 +27,100 @@ from troubleshoot.textsafe import terminal_safe
 
 
 class _Parser(argparse.ArgumentParser):
+    """argparse's parser, with one-line errors that name the help of the command at fault."""
+
+    # An argument that is no option's value is read as this option, where it stands
+    # (`diagnose a.log --no-probe b.log`): argparse takes a list positional only once.
+    arguments_as: str | None = None
+
     def error(self, message: str):  # one line, no usage dump
         raise TroubleshootError(f"{message} (see `{self.prog} --help`)")
 
+    def parse_known_args(self, args=None, namespace=None):
+        if self.arguments_as is not None and args is not None:
+            args = _arguments_as(self, list(args), self.arguments_as)
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            # Here, not in the parser of the command above: the help to see is this command's.
+            known = [s for a in self._actions for s in a.option_strings if s.startswith("--")]
+            hints = "".join(dict.fromkeys(_suggest(w.partition("=")[0], known) for w in extras if w.startswith("-")))
+            self.error(f"unrecognized arguments: {' '.join(extras)}{hints}")
+        return namespace, extras
+
+    def _check_value(self, action, value):
+        try:
+            super()._check_value(action, value)
+        except argparse.ArgumentError as exc:  # `diagnoes`, `--format jsno`: the closest choice
+            hint = _suggest(value, map(str, action.choices)) if isinstance(value, str) and action.choices else ""
+            if not hint:
+                raise
+            raise argparse.ArgumentError(action, f"invalid choice: {value!r}{hint}") from None
+
+
+def _suggest(word: str, known) -> str:
+    from troubleshoot.cli_help import did_you_mean
+
+    return did_you_mean(word, known)
+
+
+def _arguments_as(parser: argparse.ArgumentParser, args: list[str], option: str) -> list[str]:
+    """`args` with each argument that is no option's value written as `OPTION=ARG`, in place;
+    after `--`, every word is such an argument. Options are read as argparse reads them: an
+    unknown one takes no value, a unique prefix of a long option is that option."""
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        word = args[i]
+        if word == "--":
+            out += [f"{option}={w}" for w in args[i + 1:]]
+            break
+        if not _looks_like_option(parser, word):
+            out.append(f"{option}={word}")
+        else:
+            out.append(word)
+            if _takes_next(parser, word) and i + 1 < len(args):
+                out.append(args[i + 1])
+                i += 1
+        i += 1
+    return out
+
+
+def _looks_like_option(parser: argparse.ArgumentParser, word: str) -> bool:
+    if len(word) < 2 or not word.startswith("-"):
+        return False  # `-` is stdin
+    if parser._negative_number_matcher.match(word) and not parser._has_negative_number_optionals:
+        return False
+    return " " not in word or word.partition("=")[0] in parser._option_string_actions
+
+
+def _takes_next(parser: argparse.ArgumentParser, word: str) -> bool:
+    """Whether the option `word` (not `--opt=value`, not `-pVALUE`) takes the next word as its value."""
+    actions = parser._option_string_actions
+    if "=" in word and word.startswith("--"):
+        return False
+    if word.startswith("--"):
+        matches = [s for s in actions if s.startswith(word)] if word not in actions else [word]
+        action = actions[matches[0]] if len(matches) == 1 else None
+    else:
+        action = actions.get(word[:2])
+        if action is not None and len(word) > 2:
+            return False  # -pVALUE, or flags run together
+    return action is not None and action.nargs in (None, 1)
+
+
+RULES_HELP = "extra rule folder (repeatable); adds to, overrides or disables shipped rules"
+
 
 def _add_rules_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--rules", metavar="DIR", action="append", default=[],
-                   help="extra rule folder (repeatable); adds to, overrides or disables shipped rules")
+    p.add_argument("--rules", metavar="DIR", action="append", default=[], help=RULES_HELP)
+
+
+def _add_rules_before(p: argparse.ArgumentParser, depth: int) -> None:
+    # Like -p: a group's own list, joined before the command's own --rules in main.
+    p.add_argument("--rules", dest=f"rules_{depth}", metavar="DIR", action="append",
+                   default=argparse.SUPPRESS if depth else [],
+                   help=f"extra rule folder for the {'SUBCOMMAND' if depth else 'COMMAND'} that follows (repeatable), "
+                        "as if given after it, before its own --rules")
 
 
 PLUGIN_HELP = ("load a local plugin (repeatable), as if installed by entry point: a module name "
@@ -41,15 +133,15 @@ def _add_plugin_arg(p: argparse.ArgumentParser, depth: int) -> None:
 
 
 def command_in(argv: Sequence[str]) -> str | None:
-    """The subcommand `argv` names, where that is plain without parsing: only `-p MODULE` may
-    come before it. None for anything else (`--help`, `--version`, a typo), which the whole
-    parser then handles."""
+    """The subcommand `argv` names, where that is plain without parsing: only `-p MODULE` and
+    `--rules DIR` may come before it. None for anything else (`--help`, `--version`, a typo),
+    which the whole parser then handles."""
     i = 0
     while i < len(argv):
         word = argv[i]
-        if word in ("-p", "--plugin"):
+        if word in ("-p", "--plugin", "--rules"):
             i += 2
-        elif word.startswith("--plugin=") or (word.startswith("-p") and not word.startswith("--")):
+        elif word.startswith(("--plugin=", "--rules=")) or (word.startswith("-p") and not word.startswith("--")):
             i += 1
         elif word.startswith("-"):
             return None
@@ -66,28 +158,38 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     ap = _Parser(prog=PROG)
     ap.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     _add_plugin_arg(ap, 0)
+    _add_rules_before(ap, 0)
     sub = ap.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for names, add in _SUBCOMMANDS:
         if command is None or command in names:
             add(sub)
-    for path, p in cli_help.subparsers(ap):
+    for path, p in list(cli_help.subparsers(ap)):
         if path:
             _add_plugin_arg(p, len(path))
+            if _is_group(p) and any("--rules" in q._option_string_actions for _, q in cli_help.subparsers(p)):
+                _add_rules_before(p, len(path))  # `rules --rules DIR test`, `fleet --rules DIR diagnose`
     cli_help.apply(ap)
     return ap
 
 
+def _is_group(p: argparse.ArgumentParser) -> bool:
+    return any(isinstance(a, argparse._SubParsersAction) for a in p._actions)
+
+
 def _add_diagnose(sub) -> None:
+    from troubleshoot.cli_help import add_fail_on_arg
+
     d = sub.add_parser("diagnose", help="diagnose a log (file, '-' or piped stdin)")
+    d.arguments_as = "--log"
+    d.add_argument("log_arguments", nargs="*", metavar="LOG", default=argparse.SUPPRESS,
+                   help="a log, read as --log LOG (in the order given, with any --log)")
     d.add_argument("--log", metavar="PATH", action="append",
                    help="log file, folder of per-rank logs, glob, or '-' for stdin (default: stdin when "
                         "piped); repeatable: the logs of one job are diagnosed together")
     _add_rules_arg(d)
     d.add_argument("--format", choices=("text", "json", "markdown"), default="text",
                    help=format_help("text", "json", "markdown"))
-    d.add_argument("--fail-on", choices=("error", "warning", "info"), metavar="SEVERITY",
-                   help="exit 1 when a diagnosis of SEVERITY (error, warning or info) or worse is found: "
-                        "fails a CI step")
+    add_fail_on_arg(d)
     d.add_argument("--no-probe", action="store_true", help="do not probe this machine (log only)")
     d.add_argument("--snapshot", metavar="FILE", help="diagnose against a saved snapshot instead of this machine")
     d.add_argument("--python", metavar="PATH", help="interpreter whose frameworks to probe (a venv or conda env)")
@@ -100,12 +202,24 @@ def _add_diagnose(sub) -> None:
 
 def _add_tui(sub) -> None:
     t = sub.add_parser("tui", help="the interactive terminal UI (also: troubleshoot with no command)")
-    t.add_argument("--log", metavar="PATH", help="log file to diagnose")
+    t.arguments_as = "--log"
+    t.add_argument("log_argument", nargs="?", metavar="LOG", default=argparse.SUPPRESS, help="a log, read as --log LOG")
+    t.add_argument("--log", metavar="PATH", action=_OneLog, help="log file to diagnose (one)")
     t.add_argument("--follow", metavar="PATH", help="follow a growing log; new diagnoses appear as it grows")
     t.add_argument("--snapshot", metavar="FILE", help="machine facts from a saved snapshot instead of probing")
     t.add_argument("--no-probe", action="store_true", help="do not probe this machine")
     t.add_argument("--root", metavar="DIR", help="apply fixes' file changes under DIR; run no commands")
     _add_rules_arg(t)
+
+
+class _OneLog(argparse.Action):
+    """The TUI's one log: a second is an error, not a silent choice of the last."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if getattr(namespace, self.dest, None) is not None:
+            raise argparse.ArgumentError(self, f"one log only ({getattr(namespace, self.dest)} and {values} "
+                                               f"given); `troubleshoot diagnose` reads several")
+        setattr(namespace, self.dest, values)
 
 
 def _add_probe(sub) -> None:
@@ -136,41 +250,26 @@ def _add_fleet(sub) -> None:
 
 
 def _add_rules(sub) -> None:
-    r = sub.add_parser("rules", help="list, show, lint, test, trace and scaffold rules; list symptom ids")
-    rsub = r.add_subparsers(dest="rules_command", metavar="SUBCOMMAND", parser_class=_Parser)
-    for name, helptext in (("lint", "check rule files; file:line: message for each problem"),
-                           ("test", "run every rule's examples"),
-                           ("list", "list the effective rules and where each came from (the default)"),
-                           ("symptoms", "list every symptom id (shipped and team) and where each comes from"),
-                           ("patterns", "print every log pattern, one per line (ERE for grep -E -f)")):
-        p = rsub.add_parser(name, help=helptext)
-        _add_rules_arg(p)
-        if name in ("list", "symptoms"):
-            p.add_argument("--format", choices=("text", "json"), default="text", help=format_help("text", "json"))
-        if name == "patterns":
-            p.add_argument("--syntax", choices=("ere", "python"), default="ere",
-                           help="ere: POSIX extended regexes for grep -E -f (default); python: as written in the rules")
-    p = rsub.add_parser("show", help="show one rule")
-    p.add_argument("id", metavar="RULE_ID", help="a rule id (see `troubleshoot rules list`)")
-    _add_rules_arg(p)
-    p = rsub.add_parser("why", help="trace why a rule did or did not fire on a log")
-    p.add_argument("id", metavar="RULE_ID", help="a rule id (see `troubleshoot rules list`)")
-    p.add_argument("--log", metavar="PATH", help="log file or '-' (default: stdin when piped)")
-    p.add_argument("--snapshot", metavar="FILE", help="facts from a saved snapshot")
-    _add_rules_arg(p)
-    p = rsub.add_parser("new", help="scaffold a rule file from a pasted log line")
-    p.add_argument("line", metavar="LOG_LINE", help="the log line the rule should match ('-': read it from stdin)")
-    p.add_argument("--id", metavar="RULE_ID", help="the new rule's id (default: team- and words of the line)")
-    p.add_argument("--symptom", metavar="SYMPTOM", help="its symptom id (see `troubleshoot rules symptoms`)")
-    p.add_argument("--out", metavar="FILE", help="write the rule file here (default: print it; with --rules DIR: "
-                                                  "DIR/RULE_ID.yaml)")
-    _add_rules_arg(p)
+    from troubleshoot import cli_rules
+
+    cli_rules.add_parser(sub, _add_rules_arg, _Parser)
+
+
+def _add_bundle(sub) -> None:
+    from troubleshoot import cli_bundle
+
+    cli_bundle.add_parser(sub, _add_rules_arg)
+
+
+def _add_completion(sub) -> None:
+    c = sub.add_parser("completion", help="print a shell completion script (bash, zsh, tcsh)")
+    c.add_argument("shell", choices=("bash", "zsh", "tcsh"), help="the shell to complete in")
 
 
 # In the order `--help` lists them; each adds the subcommands it names.
 _SUBCOMMANDS = ((("diagnose",), _add_diagnose), (("tui",), _add_tui), (("probe",), _add_probe),
                 (("fixers", "fix", "undo", "history"), _add_fix), (("run",), _add_run), (("fleet",), _add_fleet),
-                (("rules",), _add_rules))
+                (("bundle",), _add_bundle), (("rules",), _add_rules), (("completion",), _add_completion))
 _COMMAND_NAMES = frozenset(n for names, _ in _SUBCOMMANDS for n in names)
 
 
@@ -263,7 +362,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser(command_in(argv)).parse_args(argv)
         _last_command = args.command
-        args.plugins = args.plugins + [m for depth in (1, 2) for m in getattr(args, f"plugins_{depth}", [])]
+        _join_levels(args)
         from troubleshoot import cli_paths
 
         # fleet's --python is a path on each node, not here
@@ -284,6 +383,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError:
             pass
         return 0
+
+
+def _join_levels(args) -> None:
+    """The -p and --rules given before the command (and before a group's subcommand) joined to
+    the command's own, in the order given."""
+    args.plugins = args.plugins + [m for depth in (1, 2) for m in getattr(args, f"plugins_{depth}", [])]
+    before = [d for depth in (0, 1) for d in getattr(args, f"rules_{depth}", [])]
+    for depth in (0, 1):
+        if hasattr(args, f"rules_{depth}"):
+            delattr(args, f"rules_{depth}")
+    if not before:
+        return
+    # The TUI (no command) and `rules` (its list) read rules without a --rules of their own.
+    if hasattr(args, "rules") or args.command is None or getattr(args, "rules_command", "") is None:
+        args.rules = before + getattr(args, "rules", [])
+        return
+    words = [args.command] + [getattr(args, f"{args.command}_command", None) or ""]
+    raise TroubleshootError(f"--rules: `{PROG} {' '.join(words).strip()}` reads no rules")
 
 
 def _dispatch(args, ctx) -> int:
@@ -307,10 +424,18 @@ def _dispatch(args, ctx) -> int:
         run = {"fixers": cli_fix.cmd_fixers, "fix": cli_fix.cmd_fix, "undo": cli_fix.cmd_undo,
                "history": cli_fix.cmd_history}[command]
         return run(args, ctx)
+    if command == "bundle":
+        from troubleshoot import cli_bundle
+
+        return cli_bundle.cmd_bundle(args, ctx)
     if command == "rules":
         from troubleshoot import cli_rules
 
         return cli_rules.cmd_rules(args, ctx)
+    if command == "completion":
+        from troubleshoot import cli_completion
+
+        return cli_completion.cmd_completion(args.shell, build_parser())
     from troubleshoot import cli_fleet
 
     return cli_fleet.cmd_fleet(args, ctx)

@@ -64,8 +64,9 @@ def cmd_bundle(args, ctx: CommandContext) -> int:
     warn_problems(result.ruleset, ctx)
     machine = ctx.machine()
     source = result.source if machine.origin is None or logs else machine.origin
-    meta = {"source": result.source, "lines": result.lines, "facts": machine.origin, "logs": result.logs,
-            "summary": result.headline}
+    from troubleshoot.report import jsonfmt
+
+    meta = jsonfmt.result_meta(result, machine.origin)
     names = None if args.no_redact else _names(ctx, machine.facts)
     contents = bundle.Contents(
         logs=tuple(files), facts=machine.facts, facts_origin=machine.origin, diagnoses=tuple(result.diagnoses),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 
 from troubleshoot import inputwatch
+from troubleshoot.cli_help import fail_on  # diagnose's and fleet diagnose's --fail-on
 from troubleshoot.console import PROG, warn_problems
 from troubleshoot.context import CommandContext
 from troubleshoot.errors import TroubleshootError
@@ -34,9 +35,7 @@ def cmd_diagnose(args, ctx: CommandContext) -> int:
     if args.format == "json":
         from troubleshoot.report import jsonfmt
 
-        meta = {"source": result.source, "lines": result.lines, "facts": facts_source,
-                "logs": result.logs, "summary": result.headline}
-        sys.stdout.write(jsonfmt.render(result.diagnoses, meta))
+        sys.stdout.write(jsonfmt.render(result.diagnoses, jsonfmt.result_meta(result, facts_source)))
     elif args.format == "markdown":
         from troubleshoot.report import markdown
 
@@ -51,16 +50,6 @@ def cmd_diagnose(args, ctx: CommandContext) -> int:
                                      hint_args=ctx.hint_args(), rich=ctx.rich(sys.stdout),
                                      log_args=ctx.log_hint(), facts_args=ctx.facts_hint()))
     return fail_on(args.fail_on, result.diagnoses)
-
-
-def fail_on(threshold: str | None, diagnoses) -> int:
-    """1 when a diagnosis is at least as severe as `threshold` (SEVERITIES runs worst first)."""
-    from troubleshoot.model import SEVERITIES
-
-    if threshold is None:
-        return 0
-    worst = SEVERITIES.index(threshold)
-    return 1 if any(SEVERITIES.index(d.severity) <= worst for d in diagnoses) else 0
 
 
 def cmd_tui(args, ctx: CommandContext) -> int:

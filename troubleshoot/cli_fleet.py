@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from troubleshoot.cli_help import add_fail_on_arg, fail_on
 from troubleshoot.console import MAX_WARNINGS, PROG, print_warning
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.textsafe import terminal_safe
@@ -45,6 +46,7 @@ def add_parser(sub, add_rules_arg, parser_class) -> None:
                         "the report says how many were left out")
     d.add_argument("--jobs", type=int, metavar="N",
                    help="processes that read the snapshots (default: one per CPU, at most 8; 1: this one alone)")
+    add_fail_on_arg(d, " on any node (or in the job's logs)")
     add_rules_arg(d)
 
 
@@ -111,4 +113,4 @@ def _diagnose(args, ctx: CommandContext) -> int:
         if res.left_out:
             sys.stdout.write(f"{res.left_out} more node{'s' if res.left_out != 1 else ''} left out "
                              f"(--max-nodes {args.max_nodes})\n")
-    return 0
+    return fail_on(args.fail_on, [d for found in (*res.per_node.values(), res.job) for d in found])

@@ -1,34 +1,45 @@
-"""What `--help` says about each command: a description and real invocations, as data.
+"""What the command line tells its user: each command's description, real invocations and exit
+statuses (as data), the `did you mean` of a misspelt word, and the one `--fail-on` option.
 
-Every parser in the tree (`diagnose`, `rules lint`, `fleet probe`...) has an entry here;
+Every parser in the tree (`diagnose`, `rules lint`, `fleet probe`...) has an entry in HELP;
 tests/test_cli_help.py checks that, and that every example parses.
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from troubleshoot.errors import TroubleshootError
+
+if TYPE_CHECKING:
+    from troubleshoot.context import CommandContext
+    from troubleshoot.model import Rule
 
 # (command path) -> (description, examples). An example is a whole command line as a user types it.
 HELP: dict[tuple[str, ...], tuple[str, tuple[str, ...]]] = {
     (): ("Diagnose failing or slow AI training jobs on NVIDIA GPUs: read the machine, read the log, "
          "explain what broke and preview, apply and undo the fix. With no command: the TUI on a terminal.",
          ("troubleshoot",
-          "troubleshoot diagnose --log train.log",
+          "troubleshoot diagnose train.log",
           "troubleshoot run -- python train.py",
-          "troubleshoot rules symptoms")),
+          "troubleshoot rules symptoms",
+          "troubleshoot completion bash > ~/.local/share/bash-completion/completions/troubleshoot")),
     ("diagnose",): (
         "Ranked diagnoses of a log (a file, a folder of per-rank logs, a glob, or stdin), checked "
-        "against this machine's facts (or a saved snapshot). Text for people, JSON for scripts; "
-        "--fail-on makes a CI step fail on a diagnosis of that severity.",
-        ("troubleshoot diagnose --log train.log",
+        "against this machine's facts (or a saved snapshot). Each LOG argument is read as `--log LOG`: "
+        "the logs of one job, as arguments and --log alike, are diagnosed together in the order given. "
+        "Text for people, JSON for scripts; --fail-on makes a CI step fail on a diagnosis of that severity.",
+        ("troubleshoot diagnose train.log",
          "python train.py 2>&1 | troubleshoot diagnose",
-         "troubleshoot diagnose --log logs/ --no-probe --format json --fail-on error",
-         "troubleshoot diagnose --log train.log --snapshot node07.json --rules ./team-rules")),
+         "troubleshoot diagnose logs/rank*.log --no-probe --format json --fail-on error",
+         "troubleshoot diagnose --log logs/ --snapshot node07.json --rules ./team-rules")),
     ("tui",): (
         "The interactive terminal UI: machine facts, ranked diagnoses with evidence, fix preview, "
-        "apply and undo, the rules browser. Press ? inside for the keys.",
+        "apply and undo, the rules browser. One log, as LOG or --log LOG. Press ? inside for the keys.",
         ("troubleshoot tui",
-         "troubleshoot tui --log train.log",
+         "troubleshoot tui train.log",
          "troubleshoot tui --follow train.log --rules ./team-rules")),
     ("probe",): (
         "Read this machine (NVML GPUs and driver, kernel modules and Xid events, CUDA libraries, "
@@ -81,7 +92,17 @@ HELP: dict[tuple[str, ...], tuple[str, tuple[str, ...]]] = {
     ("fleet", "diagnose"): (
         "Diagnose and compare a folder of node snapshots (and the logs in it or given with --log).",
         ("troubleshoot fleet diagnose snaps/",
-         "troubleshoot fleet diagnose snaps/ --log 'logs/*.log' --format json")),
+         "troubleshoot fleet diagnose snaps/ --log 'logs/*.log' --format json",
+         "troubleshoot fleet diagnose snaps/ --format json --fail-on error")),
+    ("bundle",): (
+        "Pack what a support ticket needs into one .tar.gz: this machine's snapshot (or --snapshot), "
+        "the logs (each cut to its start and end), the diagnoses as JSON and Markdown, the history of "
+        "applied fixes, the version and a manifest. Host names, IP and MAC addresses, user names and "
+        "home paths become placeholders, the same in every file (--no-redact keeps them). The archive "
+        "is readable by you alone and never replaces a file without --force.",
+        ("troubleshoot bundle --log train.log",
+         "troubleshoot bundle --log logs/ --snapshot node07.json --out ticket-4242.tar.gz",
+         "troubleshoot bundle --log slurm-4242.out --no-probe --max-log-size 50MiB")),
     ("rules",): (
         "The rule knowledge base: shipped rules plus team folders (--rules DIR, $TROUBLESHOOT_RULES, "
         "the config file). With no subcommand: list the effective rules.",
@@ -93,10 +114,12 @@ HELP: dict[tuple[str, ...], tuple[str, tuple[str, ...]]] = {
         ("troubleshoot rules lint",
          "troubleshoot rules lint --rules ./team-rules -p ./plugin.py")),
     ("rules", "test"): (
-        "Run every rule's examples through the real scanner; exit 1 when an example fails or a "
-        "rule file does not load.",
+        "Run rules' examples through the real scanner; exit 1 when an example fails or a rule file "
+        "does not load. With --rules, the rules of those folders alone (a team's own, and the shipped "
+        "rules they replace); with --all too, every effective rule; without --rules, every rule.",
         ("troubleshoot rules test",
-         "troubleshoot rules test --rules ./team-rules")),
+         "troubleshoot rules test --rules ./team-rules",
+         "troubleshoot rules test --rules ./team-rules --all")),
     ("rules", "list"): (
         "The effective rules (after team folders added, replaced or disabled some) and where each came from.",
         ("troubleshoot rules list",
@@ -106,8 +129,11 @@ HELP: dict[tuple[str, ...], tuple[str, tuple[str, ...]]] = {
         ("troubleshoot rules show torch-cuda-oom",
          "troubleshoot rules show team-dataset-missing --rules ./team-rules")),
     ("rules", "why"): (
-        "Trace one rule on a log: which patterns matched which lines, each condition and the facts it read.",
+        "Trace one rule on a log: which patterns matched which lines, each condition and the facts it "
+        "read. Machine facts come from --snapshot only: this machine is never probed (--no-probe is "
+        "accepted, as `diagnose` takes it).",
         ("troubleshoot rules why torch-cuda-oom --log train.log",
+         "troubleshoot rules why torch-cuda-oom --log train.log --no-probe",
          "troubleshoot rules why nouveau-loaded-facts --snapshot node07.json")),
     ("rules", "patterns"): (
         "Every log pattern, one per line (POSIX ERE for `grep -E -f`, or Python syntax).",
@@ -125,6 +151,40 @@ HELP: dict[tuple[str, ...], tuple[str, tuple[str, ...]]] = {
         ("troubleshoot rules new 'ERROR DATASET /mnt/imagenet NOT MOUNTED'",
          "troubleshoot rules new --rules ./team-rules --id team-dataset-missing 'ERROR DATASET /mnt/a NOT MOUNTED'",
          "tail -n 1 train.log | troubleshoot rules new --out team-rules/new.yaml -")),
+    ("completion",): (
+        "Print a completion script for bash, zsh or tcsh, made from this version's own parser: "
+        "commands, options, their choices, and file or folder names where an option takes a path. "
+        "Write it where the shell loads completions once (bash: the folder below; zsh: a file named "
+        "_troubleshoot in a folder on $fpath; tcsh: source it from ~/.tcshrc), or try it in the "
+        "current bash with `source <(troubleshoot completion bash)`.",
+        ("troubleshoot completion bash > ~/.local/share/bash-completion/completions/troubleshoot",
+         "troubleshoot completion zsh > ~/.zfunc/_troubleshoot",
+         "troubleshoot completion tcsh > ~/.troubleshoot.tcsh")),
+}
+
+# (command path) -> the exit statuses its help lists after the examples, as the code returns them.
+_STATUS_RAN = "  0    it ran, whatever it found"
+_STATUS_USAGE = "  2    bad usage or unreadable input: one line `troubleshoot: error: ...`"
+_STATUS_INTERRUPTED = "  130  interrupted (Ctrl-C)"
+_STATUS_FAIL_ON = "  1    --fail-on SEVERITY: a diagnosis of that severity or worse was found"
+EXIT_STATUS: dict[tuple[str, ...], tuple[str, ...]] = {
+    (): ("  0    the command ran (diagnose: whatever it found)",
+         "  1    diagnose, fleet diagnose: --fail-on's severity or worse was found; rules test: an example",
+         "       failed; fix --apply: a fix failed or did not verify; undo: a file was not restored;",
+         "       fleet probe: a node gave no snapshot",
+         "  2    bad usage or unreadable input (one line `troubleshoot: error: ...`); rules lint: an error",
+         _STATUS_INTERRUPTED,
+         "  run: the job's own status (128+N: signal N ended it; 127: command not found; 126: not executable)"),
+    ("diagnose",): (_STATUS_RAN, _STATUS_FAIL_ON, _STATUS_USAGE, _STATUS_INTERRUPTED),
+    ("fleet", "diagnose"): (_STATUS_RAN, "  1    --fail-on SEVERITY: a node has a diagnosis of that severity or worse",
+                            _STATUS_USAGE, _STATUS_INTERRUPTED),
+    ("run",): ("  N    the job's own exit status, whatever was diagnosed; 128+N when signal N ended it",
+               "  127  the command was not found",
+               "  126  the command cannot be executed (not executable, no #! line, a folder)",
+               "  2    bad usage, before the job starts: one line `troubleshoot: error: ...`"),
+    ("rules", "test"): ("  0    every example passed", "  1    an example failed, or a rule file did not load",
+                        _STATUS_USAGE),
+    ("rules", "lint"): ("  0    no error (warnings allowed)", "  2    an error in a rule file, or bad usage"),
 }
 
 
@@ -138,7 +198,8 @@ def subparsers(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
 
 
 def apply(parser: argparse.ArgumentParser) -> None:
-    """Set each parser's description and an `examples:` epilog from HELP."""
+    """Set each parser's description and an epilog from HELP and EXIT_STATUS: `examples:`, then
+    `exit status:` where the command has more than 0 and 2."""
     for path, p in subparsers(parser):
         entry = HELP.get(path)
         if entry is None:
@@ -146,7 +207,55 @@ def apply(parser: argparse.ArgumentParser) -> None:
         description, examples = entry
         p.description = description
         p.epilog = "examples:\n" + "\n".join(f"  {e}" for e in examples)
+        if path in EXIT_STATUS:
+            p.epilog += "\n\nexit status:\n" + "\n".join(EXIT_STATUS[path])
         p.formatter_class = _Formatter
+
+
+def did_you_mean(word: str, known: Iterable[str], cutoff: float = 0.6) -> str:
+    """` (did you mean --log?)` for a misspelt option, command or id, else empty."""
+    import difflib  # only when a word was misspelt: no start pays for it
+
+    close = difflib.get_close_matches(word, sorted(set(known)), n=1, cutoff=cutoff)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def rule_of(ctx: CommandContext, rule_id: str) -> Rule:
+    """The effective rule `rule_id`. An unknown id is an error that names the closest id, or
+    the file that disabled it."""
+    ruleset = ctx.ruleset()
+    if ruleset.get(rule_id) is None:
+        if rule_id in ruleset.disabled:
+            raise TroubleshootError(f"rule {rule_id!r} is disabled by {ruleset.disabled[rule_id]}")
+        # Rule ids share long prefixes (torch-cuda-...): a close one must be very close.
+        hint = did_you_mean(rule_id, (r.id for r in ruleset.rules), cutoff=0.8)
+        if hint:
+            raise TroubleshootError(f"unknown rule {rule_id!r}{hint}")
+    return ctx.rule(rule_id)
+
+
+# model.SEVERITIES (worst first), named here so that building a parser imports no model
+# (tests/test_cli_habits.py checks that they agree).
+FAIL_ON_CHOICES = ("error", "warning", "info")
+
+
+def add_fail_on_arg(p: argparse.ArgumentParser, where: str = "") -> None:
+    """`--fail-on SEVERITY` (diagnose, fleet diagnose); `where` the diagnosis is looked for."""
+    *worse, least = FAIL_ON_CHOICES
+    p.add_argument("--fail-on", choices=FAIL_ON_CHOICES, metavar="SEVERITY",
+                   help=f"exit 1 when a diagnosis of SEVERITY ({', '.join(worse)} or {least}) or worse is "
+                        f"found{where}: fails a CI step")
+
+
+def fail_on(threshold: str | None, diagnoses) -> int:
+    """The exit status of --fail-on: 1 when a diagnosis is at least as severe as `threshold`
+    (SEVERITIES runs worst first), else 0."""
+    from troubleshoot.model import SEVERITIES
+
+    if threshold is None:
+        return 0
+    worst = SEVERITIES.index(threshold)
+    return 1 if any(SEVERITIES.index(d.severity) <= worst for d in diagnoses) else 0
 
 
 class _Formatter(argparse.HelpFormatter):

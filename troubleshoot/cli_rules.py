@@ -1,15 +1,53 @@
-"""`troubleshoot rules list|show|why|lint|test|patterns|symptoms`: the rules of the command's
-context, rendered. `rules new` is in cli_rules_new."""
+"""`troubleshoot rules list|show|why|lint|test|patterns|symptoms`: their parsers, and the rules
+of the command's context, rendered. `rules new` is in cli_rules_new (its parser is here)."""
 
 from __future__ import annotations
 
 import os
 import sys
 
-from troubleshoot.console import plural, warn_problems
+from troubleshoot.cli_help import rule_of
+from troubleshoot.console import format_help, plural, warn_problems
 from troubleshoot.context import CommandContext
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.textsafe import terminal_safe
+
+
+def add_parser(sub, add_rules_arg, parser_class) -> None:
+    r = sub.add_parser("rules", help="list, show, lint, test, trace and scaffold rules; list symptom ids")
+    rsub = r.add_subparsers(dest="rules_command", metavar="SUBCOMMAND", parser_class=parser_class)
+    for name, helptext in (("lint", "check rule files; file:line: message for each problem"),
+                           ("test", "run the rules' examples (with --rules: those folders' rules alone)"),
+                           ("list", "list the effective rules and where each came from (the default)"),
+                           ("symptoms", "list every symptom id (shipped and team) and where each comes from"),
+                           ("patterns", "print every log pattern, one per line (ERE for grep -E -f)")):
+        p = rsub.add_parser(name, help=helptext)
+        add_rules_arg(p)
+        if name in ("list", "symptoms"):
+            p.add_argument("--format", choices=("text", "json"), default="text", help=format_help("text", "json"))
+        if name == "test":
+            p.add_argument("--all", action="store_true",
+                           help="with --rules: test every effective rule, not only the rules of those folders")
+        if name == "patterns":
+            p.add_argument("--syntax", choices=("ere", "python"), default="ere",
+                           help="ere: POSIX extended regexes for grep -E -f (default); python: as written in the rules")
+    p = rsub.add_parser("show", help="show one rule")
+    p.add_argument("id", metavar="RULE_ID", help="a rule id (see `troubleshoot rules list`)")
+    add_rules_arg(p)
+    p = rsub.add_parser("why", help="trace why a rule did or did not fire on a log")
+    p.add_argument("id", metavar="RULE_ID", help="a rule id (see `troubleshoot rules list`)")
+    p.add_argument("--log", metavar="PATH", help="log file or '-' (default: stdin when piped)")
+    p.add_argument("--snapshot", metavar="FILE", help="facts from a saved snapshot")
+    p.add_argument("--no-probe", action="store_true",
+                   help="no machine facts (so is the default without --snapshot: this machine is never probed)")
+    add_rules_arg(p)
+    p = rsub.add_parser("new", help="scaffold a rule file from a pasted log line")
+    p.add_argument("line", metavar="LOG_LINE", help="the log line the rule should match ('-': read it from stdin)")
+    p.add_argument("--id", metavar="RULE_ID", help="the new rule's id (default: team- and words of the line)")
+    p.add_argument("--symptom", metavar="SYMPTOM", help="its symptom id (see `troubleshoot rules symptoms`)")
+    p.add_argument("--out", metavar="FILE", help="write the rule file here (default: print it; with --rules DIR: "
+                                                  "DIR/RULE_ID.yaml)")
+    add_rules_arg(p)
 
 
 def cmd_rules(args, ctx: CommandContext) -> int:
@@ -28,7 +66,7 @@ def cmd_rules(args, ctx: CommandContext) -> int:
     if sub == "lint":
         return _rules_lint(ctx)
     if sub == "test":
-        return _rules_test(ctx)
+        return _rules_test(ctx, everything=args.all)
     if sub in ("list", "symptoms"):
         warn_problems(ruleset, ctx)
         return _rules_list(ruleset, args.format) if sub == "list" else _rules_symptoms(ruleset, args.format)
@@ -50,21 +88,34 @@ def _rules_lint(ctx: CommandContext) -> int:
     return 2 if errors else 0
 
 
-def _rules_test(ctx: CommandContext) -> int:
+def _rules_test(ctx: CommandContext, everything: bool) -> int:
+    """The examples of every effective rule; with --rules (and not --all), of the rules those
+    folders define alone: a team tests its own folder, not the 900 shipped examples."""
     from troubleshoot import paste
     from troubleshoot.engine.examples import check_examples
 
     ruleset = ctx.ruleset()
     warn_problems(ruleset, ctx)
-    checked, failures = check_examples(ruleset.rules, facts_of=lambda text: paste.read(text).facts)
+    rules, errors = ruleset.rules, ruleset.errors
+    folders = ctx.options.rule_dirs
+    if folders and not everything:
+        rules = [r for r in rules if r.origin.pack in folders]  # a --rules folder's pack is named as given
+        errors = [p for p in errors if _inside(str(p.path), folders)]
+    checked, failures = check_examples(rules, facts_of=lambda text: paste.read(text).facts)
     for f in failures:
         print(terminal_safe(str(f)))
     # A rule that did not load has no examples to fail: its file must fail the run instead.
-    broken = sorted({terminal_safe(str(p.path), keep_newlines=False) for p in ruleset.errors})
-    print(f"{plural(checked, 'example')} in {plural(len(ruleset.rules), 'rule')}: {checked - len(failures)} passed, "
+    broken = sorted({terminal_safe(str(p.path), keep_newlines=False) for p in errors})
+    print(f"{plural(checked, 'example')} in {plural(len(rules), 'rule')}: {checked - len(failures)} passed, "
           f"{len(failures)} failed" + (f"; {plural(len(broken), 'rule file')} did not load (or lost rules): "
                                        f"{', '.join(broken)}" if broken else ""))
     return 1 if failures or broken else 0
+
+
+def _inside(path: str, folders) -> bool:
+    """Whether `path` is one of `folders` (a --rules value may name one rule file) or inside one."""
+    here = os.path.abspath(path)
+    return any(here == (top := os.path.abspath(f)) or here.startswith(top.rstrip(os.sep) + os.sep) for f in folders)
 
 
 def _rules_patterns(ruleset, syntax: str) -> int:
@@ -121,7 +172,7 @@ def _rules_symptoms(ruleset, fmt: str) -> int:
 def _rules_show(ctx: CommandContext, rule_id: str) -> int:
     from troubleshoot.report.views import rule_view
 
-    print("\n".join(show_lines(rule_view(ctx.rule(rule_id)))))
+    print("\n".join(show_lines(rule_view(rule_of(ctx, rule_id)))))
     return 0
 
 
@@ -160,14 +211,15 @@ def cmd_why(args, ctx: CommandContext) -> int:
     from troubleshoot import pipeline
     from troubleshoot.sources import LogSource, check_readable
 
-    rule = ctx.rule(args.id)
+    rule = rule_of(ctx, args.id)
     log = None  # one file or stdin: a trace shows one log's lines
     if args.log not in (None, "-"):
         check_readable(args.log)
         log = LogSource(args.log, args.log)
     elif args.log == "-" or ctx.stdin_log:
         log = LogSource("stdin")
-    # The facts of a snapshot only: a trace is about the rule, not this machine.
+    # The facts of a snapshot only: a trace is about the rule, not this machine (--no-probe,
+    # accepted as diagnose takes it, asks for what is done anyway).
     facts = ctx.machine().facts if ctx.options.snapshot else None
     trace = pipeline.why(rule, log, facts)
     for line in _why_lines(trace):

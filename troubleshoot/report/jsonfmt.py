@@ -9,6 +9,7 @@ from troubleshoot.report.views import diagnosis_record
 
 if TYPE_CHECKING:
     from troubleshoot.model import Diagnosis
+    from troubleshoot.pipeline import Result
     from troubleshoot.sources import Skipped
 
 SCHEMA = 1
@@ -36,3 +37,11 @@ def input_keys(skipped: Iterable[Skipped], empty: Iterable[str]) -> dict:
     """The keys of the document that say what of the input was not diagnosed: `skipped`
     (skipped_list) and `empty` (the logs read that held nothing)."""
     return {"skipped": skipped_list(skipped), "empty": list(empty)}
+
+
+def result_meta(result: Result, facts_origin: str | None) -> dict:
+    """The document's keys besides the diagnoses, for a pipeline result whose facts came from
+    `facts_origin` ("this machine", "snapshot FILE", None): what `diagnose` prints and a
+    support bundle packs."""
+    return {"source": result.source, "lines": result.lines, "facts": facts_origin, "logs": result.logs,
+            "summary": result.headline, **input_keys(result.skipped, result.empty)}
