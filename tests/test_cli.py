@@ -140,7 +140,7 @@ def test_rules_why_traces_lines_and_reasons(rules_dir, tmp_path):
     out = run_cli("rules", "why", "team-dataset-missing", "--log", str(log), "--rules", str(d)).stdout.decode()
     assert "did not fire: no line matched match.log" in out
     p = run_cli("rules", "why", "no-such-rule", "--log", str(log))
-    assert p.returncode == 2 and "no rule with id" in p.stderr.decode()
+    assert p.returncode == 2 and "unknown rule 'no-such-rule' (see" in p.stderr.decode()
 
 
 def test_rules_show_and_list():

@@ -58,7 +58,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _suggest(word: str, known) -> str:
-    from troubleshoot.cli_help import did_you_mean
+    from troubleshoot.console import did_you_mean
 
     return did_you_mean(word, known)
 

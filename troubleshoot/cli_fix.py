@@ -10,7 +10,6 @@ import shlex
 import sys
 from typing import TYPE_CHECKING
 
-from troubleshoot.cli_help import rule_of
 from troubleshoot.console import format_help
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.textsafe import terminal_safe
@@ -96,7 +95,7 @@ def _requests(args, ctx: CommandContext) -> list:
         return [service.Request(args.fixer, _params(args.param))]
     if not args.rule:
         raise TroubleshootError("fix needs a FIXER_ID or --rule RULE_ID (see `troubleshoot fixers list`)")
-    rule = rule_of(ctx, args.rule)
+    rule = ctx.rule(args.rule)
     extra = _params(args.param)
     if not ctx.options.logs:
         return service.rule_requests(rule, [], extra, read_logs=False)

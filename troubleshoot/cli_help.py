@@ -8,14 +8,6 @@ tests/test_cli_help.py checks that, and that every example parses.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
-
-from troubleshoot.errors import TroubleshootError
-
-if TYPE_CHECKING:
-    from troubleshoot.context import CommandContext
-    from troubleshoot.model import Rule
 
 # (command path) -> (description, examples). An example is a whole command line as a user types it.
 HELP: dict[tuple[str, ...], tuple[str, tuple[str, ...]]] = {
@@ -210,28 +202,6 @@ def apply(parser: argparse.ArgumentParser) -> None:
         if path in EXIT_STATUS:
             p.epilog += "\n\nexit status:\n" + "\n".join(EXIT_STATUS[path])
         p.formatter_class = _Formatter
-
-
-def did_you_mean(word: str, known: Iterable[str], cutoff: float = 0.6) -> str:
-    """` (did you mean --log?)` for a misspelt option, command or id, else empty."""
-    import difflib  # only when a word was misspelt: no start pays for it
-
-    close = difflib.get_close_matches(word, sorted(set(known)), n=1, cutoff=cutoff)
-    return f" (did you mean {close[0]}?)" if close else ""
-
-
-def rule_of(ctx: CommandContext, rule_id: str) -> Rule:
-    """The effective rule `rule_id`. An unknown id is an error that names the closest id, or
-    the file that disabled it."""
-    ruleset = ctx.ruleset()
-    if ruleset.get(rule_id) is None:
-        if rule_id in ruleset.disabled:
-            raise TroubleshootError(f"rule {rule_id!r} is disabled by {ruleset.disabled[rule_id]}")
-        # Rule ids share long prefixes (torch-cuda-...): a close one must be very close.
-        hint = did_you_mean(rule_id, (r.id for r in ruleset.rules), cutoff=0.8)
-        if hint:
-            raise TroubleshootError(f"unknown rule {rule_id!r}{hint}")
-    return ctx.rule(rule_id)
 
 
 # model.SEVERITIES (worst first), named here so that building a parser imports no model

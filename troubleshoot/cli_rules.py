@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import sys
 
-from troubleshoot.cli_help import rule_of
 from troubleshoot.console import format_help, plural, warn_problems
 from troubleshoot.context import CommandContext
 from troubleshoot.errors import TroubleshootError
@@ -172,7 +171,7 @@ def _rules_symptoms(ruleset, fmt: str) -> int:
 def _rules_show(ctx: CommandContext, rule_id: str) -> int:
     from troubleshoot.report.views import rule_view
 
-    print("\n".join(show_lines(rule_view(rule_of(ctx, rule_id)))))
+    print("\n".join(show_lines(rule_view(ctx.rule(rule_id)))))
     return 0
 
 
@@ -211,7 +210,7 @@ def cmd_why(args, ctx: CommandContext) -> int:
     from troubleshoot import pipeline
     from troubleshoot.sources import LogSource, check_readable
 
-    rule = rule_of(ctx, args.id)
+    rule = ctx.rule(args.id)
     log = None  # one file or stdin: a trace shows one log's lines
     if args.log not in (None, "-"):
         check_readable(args.log)

@@ -4,6 +4,7 @@ a rule set's load problems, counted nouns, and the help of `--format`."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 
 from troubleshoot.textsafe import terminal_safe
 
@@ -37,3 +38,15 @@ def warn_problems(ruleset, ctx) -> None:
             print(f"{PROG}: {terminal_safe(str(p), keep_newlines=False)}", file=sys.stderr)
     if len(problems) > MAX_WARNINGS:
         print_warning(f"... and {len(problems) - MAX_WARNINGS} more (run `{ctx.command_line('rules', 'lint')}`)")
+
+
+def did_you_mean(word: str, known: Iterable[str], cutoff: float = 0.6, quoted: bool = False) -> str:
+    """` (did you mean --log?)` for a misspelt option, command, key or id, else empty: the
+    closest of `known` at least `cutoff` alike (difflib's ratio). `quoted`: the match as a
+    Python literal ('confidence'), as rule-file messages quote keys."""
+    import difflib  # only when a word was misspelt: no start pays for it
+
+    close = difflib.get_close_matches(str(word), sorted(set(known)), n=1, cutoff=cutoff)
+    if not close:
+        return ""
+    return f" (did you mean {close[0]!r}?)" if quoted else f" (did you mean {close[0]}?)"

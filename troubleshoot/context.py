@@ -239,11 +239,19 @@ class CommandContext:
         return pipeline.load_rules(self.options.rule_dirs, self.plugins)
 
     def rule(self, rule_id: str) -> Rule:
-        """A rule by id, or a one-line error naming the command that lists them."""
-        rule = self.ruleset().get(rule_id)
-        if rule is None:
-            raise TroubleshootError(f"no rule with id {rule_id!r} (see `{self.command_line('rules', 'list')}`)")
-        return rule
+        """The effective rule `rule_id`; an unknown id is a one-line error that names the file
+        that disabled it, else the closest id, else the command that lists them."""
+        ruleset = self.ruleset()
+        rule = ruleset.get(rule_id)
+        if rule is not None:
+            return rule
+        if rule_id in ruleset.disabled:
+            raise TroubleshootError(f"rule {rule_id!r} is disabled by {ruleset.disabled[rule_id]}")
+        from troubleshoot.console import did_you_mean
+
+        # Rule ids share long prefixes (torch-cuda-...): a close one must be very close.
+        hint = did_you_mean(rule_id, (r.id for r in ruleset.rules), cutoff=0.8)
+        raise TroubleshootError(f"unknown rule {rule_id!r}{hint or ' (see `' + self.command_line('rules', 'list') + '`)'}")
 
     def fixers(self) -> dict[str, Fixer]:
         with self._lock:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from troubleshoot import console
 from troubleshoot.engine import conditions, yamldoc
 from troubleshoot.engine.condparse import ConditionError
 from troubleshoot.engine.documents import document
@@ -34,11 +35,8 @@ ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
 
 def did_you_mean(key, known) -> str:
-    """` (did you mean 'confidence'?)` for a misspelt key, else empty."""
-    import difflib
-
-    close = difflib.get_close_matches(str(key), sorted(known), n=1, cutoff=0.7)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    """` (did you mean 'confidence'?)` for a misspelt key of a rule file, else empty."""
+    return console.did_you_mean(key, known, cutoff=0.7, quoted=True)
 
 
 @dataclass
