@@ -322,7 +322,7 @@ async def test_the_tui_lints_team_rules_with_fixers_as_rules_lint_does(tmp_path)
         await pilot.press("r")
         await wait_for(pilot, lambda: app.linted and "linting" not in str(app.query_one("#rules-problems").render()))
         note = str(app.query_one("#rules-problems").render())
-        assert "1 problem(s)" in note and "'acme-missing'" in note and "no installed plugin" in note
+        assert "1 problem:" in note and "'acme-missing'" in note and "no installed plugin" in note
         await pilot.press("q")
 
 

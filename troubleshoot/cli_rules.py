@@ -236,7 +236,7 @@ def _why_lines(trace) -> list[str]:
     verdict = "fired" if trace.fired else "did not fire"
     out = [f"rule {r.id} ({r.origin}): {verdict}" + (f": {trace.reason}" if trace.reason != verdict else "")]
     if r.log:
-        out.append(f"  match.log: {trace.log_count} matching line(s)")
+        out.append(f"  match.log: {trace.log_count} matching line{'' if trace.log_count == 1 else 's'}")
         out += [f"    pattern {p.source}" for p in r.log]
         out += [f"    line {h.line}: {h.text}" for h in trace.log_lines]
     for src, line in trace.with_log:

@@ -48,7 +48,7 @@ class RulesPane(Vertical):
         note = f"{plural(len(self.ruleset.rules), 'rule')} from {plural(len(self.ruleset.packs), 'pack')}"
         note += "." if linted else ", linting…"
         if problems:
-            note += f" {len(problems)} problem(s):\n" + "\n".join(problems[:5])
+            note += f" {plural(len(problems), 'problem')}:\n" + "\n".join(problems[:5])
             if len(problems) > 5:
                 note += f"\n… and {len(problems) - 5} more (troubleshoot rules lint)"
         self.query_one("#rules-problems", Static).update(note)
