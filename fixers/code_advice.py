@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from dataclasses import dataclass
 
 from troubleshoot_fixers.facts import fact, is_plain
 from troubleshoot.fixes.api import Fixer, FixerError, Param
@@ -41,6 +42,88 @@ class SetEnvFixer(Fixer):
                     notes=("Takes effect for processes started after it is set (a new shell, the next job).",))
 
 
+BF16_MIN_CC = (8, 0)  # bf16 tensor cores start with Ampere (sm_80); older GPUs emulate it slowly or refuse it
+
+
+def _capabilities(snapshot) -> list[tuple[str, tuple[int, int] | None]]:
+    """(name, compute capability or None where unknown) of every GPU the facts list."""
+    out = []
+    for g in fact(snapshot, "nvml", "gpus", default=[]) or []:
+        if not isinstance(g, dict):
+            continue
+        name = g.get("name") if isinstance(g.get("name"), str) and is_plain(g.get("name")) else "a GPU"
+        cc = g.get("compute_capability")
+        major, dot, minor = cc.partition(".") if isinstance(cc, str) else ("", "", "")
+        out.append((name, (int(major), int(minor)) if dot and major.isdigit() and minor.isdigit() else None))
+    return out
+
+
+@dataclass(frozen=True)
+class Precision:
+    dtype: str | None  # "bfloat16", "float16", or None: the facts do not say which
+    reason: str
+
+
+def mixed_precision(snapshot) -> Precision:
+    """Which half precision these GPUs train in: bf16 where every GPU has compute capability 8.0
+    or more, fp16 with loss scaling where one has less, both where the facts do not tell; and
+    why, in a sentence."""
+    gpus = _capabilities(snapshot)
+    older = [(n, cc) for n, cc in gpus if cc is not None and cc < BF16_MIN_CC]
+    if older:
+        name, cc = older[0]
+        return Precision("float16", f"{name} has compute capability {cc[0]}.{cc[1]}, below the 8.0 bf16 needs; "
+                                    f"fp16's narrower range needs loss scaling (the GradScaler).")
+    if gpus and all(cc is not None for _, cc in gpus):
+        lowest = min(cc for _, cc in gpus)
+        which = f"{gpus[0][0]} has compute capability" if len(gpus) == 1 else \
+            f"All {len(gpus)} GPUs have compute capability 8.0 or more, the lowest"
+        return Precision("bfloat16", f"{which} {lowest[0]}.{lowest[1]}, and bf16 keeps fp32's range: no loss "
+                                     f"scaling needed.")
+    why = "no NVML facts list the GPUs here" if not gpus else "a GPU's compute capability is not known here"
+    return Precision(None, f"Which one depends on the GPU, and {why}: bf16 needs compute capability 8.0 or more "
+                           f"(A100, H100, RTX 30xx and later), older GPUs (V100, T4, RTX 20xx) take fp16 with "
+                           f"loss scaling; `torch.cuda.is_bf16_supported()` tells on the machine itself.")
+
+
+def _accumulation(precision: Precision) -> str:
+    """Step 1's loop, in the precision these GPUs train in, indented for the advice's list."""
+    if precision.dtype == "bfloat16":
+        head, dtype, note = "", "torch.bfloat16", "   # 2. mixed precision, no GradScaler"
+    elif precision.dtype == "float16":
+        head, dtype, note = 'scaler = torch.amp.GradScaler("cuda")   # fp16 needs loss scaling\n', "torch.float16", \
+            "   # 2. mixed precision"
+    else:
+        head = ("dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16\n"
+                'scaler = torch.amp.GradScaler("cuda", enabled=(dtype == torch.float16))\n')
+        dtype, note = "dtype", "   # 2. mixed precision"
+    if head:
+        backward, step = "scaler.scale(loss).backward()", "scaler.step(optimizer); scaler.update(); "
+    else:
+        backward, step = "loss.backward()", "optimizer.step(); "
+    loop = f"""\
+{head}accum = 2                      # was batch_size=B; now B // 2
+for i, (x, y) in enumerate(loader):
+    with torch.autocast("cuda", dtype={dtype}):{note}
+        loss = model(x.cuda()).loss / accum
+    {backward}
+    if (i + 1) % accum == 0:
+        {step}optimizer.zero_grad(set_to_none=True)"""
+    return textwrap.indent(loop, " " * 15)  # under the advice's own indentation, which dedent takes off
+
+
+def _mixed_precision_step(precision: Precision) -> str:
+    """Step 2, for these GPUs."""
+    if precision.dtype == "bfloat16":
+        how = "`torch.autocast(\"cuda\", dtype=torch.bfloat16)`, no GradScaler"
+    elif precision.dtype == "float16":
+        how = "`torch.autocast(\"cuda\", dtype=torch.float16)` with `torch.amp.GradScaler(\"cuda\")`"
+    else:
+        how = ("`torch.autocast(\"cuda\", dtype=torch.bfloat16)` without a GradScaler on compute capability 8.0+, "
+               "`dtype=torch.float16` with `torch.amp.GradScaler(\"cuda\")` below it")
+    return f"2. **Mixed precision** roughly halves activations: {how}. {precision.reason}"
+
+
 class GpuMemoryAdvice(Fixer):
     id = "gpu-memory-advice"
     title = "Fit the step into GPU memory"
@@ -49,26 +132,21 @@ class GpuMemoryAdvice(Fixer):
         Param("free", help="free GPU memory at the failure"),
         Param("total", help="GPU capacity"),
     )
+    needs_snapshot = True  # the GPUs' compute capability picks bf16 or fp16
 
     def plan(self, params, snapshot):
         facts = ", ".join(f"{k} {params[k]}" for k in ("requested", "free", "total") if params.get(k))
         head = f"The failing step asked for more than the GPU had ({facts})." if facts else \
             "The step needs more GPU memory than the GPU has."
+        precision = mixed_precision(snapshot)
         text = textwrap.dedent(f"""\
             {head} In order of effort:
 
             1. **Halve the batch size, keep the effective batch** with gradient accumulation:
                ```python
-               accum = 2                      # was batch_size=B; now B // 2
-               for i, (x, y) in enumerate(loader):
-                   with torch.autocast("cuda", dtype=torch.bfloat16):   # 2. mixed precision
-                       loss = model(x.cuda()).loss / accum
-                   loss.backward()
-                   if (i + 1) % accum == 0:
-                       optimizer.step(); optimizer.zero_grad(set_to_none=True)
+{_accumulation(precision)}
                ```
-            2. **Mixed precision**: `torch.autocast(..., dtype=torch.bfloat16)` on Ampere or newer
-               (`torch.float16` plus `torch.cuda.amp.GradScaler()` on older GPUs) roughly halves activations.
+            {_mixed_precision_step(precision)}
             3. **Activation checkpointing**: `torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)`
                per transformer block, or `model.gradient_checkpointing_enable()` in Hugging Face.
             4. **Free what you keep**: log `loss.item()`, run evaluation under `torch.no_grad()`,

@@ -51,3 +51,17 @@ def test_a_real_job_recorded_gives_the_report_the_cli_writes(tmp_path):
 def test_each_recording_was_diagnosed_by_its_rule_when_it_ran(name, rule):
     doc = json.loads((RECORDED / name).read_text())
     assert [d["rule"] for d in doc["diagnoses"]] == [rule]
+
+
+@pytest.mark.parametrize("name", ["run-cpu-bound-loader", "run-single-core-loader", "run-waiting-for-disk"])
+def test_what_is_said_live_of_each_recording_is_what_its_final_diagnosis_named(name):
+    """The live judgement (run.verdict, while the job runs) of a recording's log and samples names
+    the rules and symptoms that the CLI's final diagnosis of that job named."""
+    from troubleshoot import pipeline
+    from troubleshoot.run.verdict import Verdict, job_facts
+    from troubleshoot.sources import LogTail
+
+    doc = json.loads((RECORDED / f"{name}.json").read_text())
+    verdict = Verdict(pipeline.load_rules())
+    live = verdict.so_far(LogTail(RECORDED / f"{name}.log"), job_facts(doc["run"], None))
+    assert [(d.rule.id, d.symptom) for d in live] == [(d["rule"], d["symptom"]) for d in doc["diagnoses"]]

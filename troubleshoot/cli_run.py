@@ -6,6 +6,7 @@ closed or vanished stdout/stderr (`>&-`, `| head`) loses our messages, never the
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import sys
@@ -21,7 +22,8 @@ if TYPE_CHECKING:
     from typing import Iterator
 
     from troubleshoot.context import CommandContext
-    from troubleshoot.run.follow import BackgroundScan
+    from troubleshoot.run.live import LiveRun
+    from troubleshoot.run.record import JobCommand
     from troubleshoot.run.watch import Watcher
     from troubleshoot.run.wrapper import RunResult
 
@@ -47,7 +49,47 @@ def add_parser(sub, add_rules_arg) -> None:
                    help="seconds a process left in the job's group (or the job, after SIGTERM) gets between "
                         "SIGTERM and SIGKILL (default 10)")
     add_rules_arg(r)
-    r.add_argument("cmd", nargs="+", metavar="CMD", help="the job, after --")
+    # REMAINDER: the first word that is none of run's options starts the job, and every word from
+    # there on is the job's, options included (`run python -V`, `run --quiet python train.py --quiet`).
+    r.add_argument("cmd", nargs=argparse.REMAINDER, metavar="CMD",
+                   help="the job and its arguments: from the first word that is not an option of run, every "
+                        "word is the job's, options included; put `--` before the job when its first word "
+                        "starts with '-'")
+    r.usage = "%(prog)s [run options] [--] CMD [ARG ...]"
+    # The subparser is built by argparse from the command line's parser class, which takes no
+    # hook for words left over: its class gets _JobParser's check below its own.
+    r.__class__ = _job_parser(type(r))
+
+
+class _JobParser(argparse.ArgumentParser):
+    """Placed right above argparse's own parser, under the command line's parser class: it sees
+    the options that parser left over before any class above says `unrecognized arguments`,
+    which cannot tell that they may have been meant for the job."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        ns, extras = super().parse_known_args(args, namespace)
+        if extras:
+            # Before the job's first word (REMAINDER takes every word from there on): a mistyped
+            # option of run, or one of the job's own.
+            self.error(f"{extras[0]} is not an option of run{self._close_to(extras[0])}; if it is the job's, "
+                       f"put the job after `--`: {PROG} run [run options] -- CMD [ARG ...]")
+        return ns, extras
+
+    def _close_to(self, word: str) -> str:
+        import difflib  # only for a mistyped word: no start pays for it
+
+        known = sorted({s for a in self._actions for s in a.option_strings if s.startswith("--")})
+        close = difflib.get_close_matches(word.partition("=")[0], known, n=1, cutoff=0.6)
+        return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _job_parser(base: type) -> type:
+    """`base` with _JobParser between it and argparse's parser (in the method order)."""
+    if issubclass(base, _JobParser):
+        return base
+    if base is argparse.ArgumentParser:
+        return _JobParser
+    return type("RunParser", (base, _JobParser), {})
 
 
 def _err(text: str) -> None:
@@ -115,9 +157,11 @@ def cmd_run(args: Namespace, ctx: CommandContext) -> int:
     from troubleshoot.run import wrapper
     from troubleshoot.run.execfail import ExecError
     from troubleshoot.run.live import LiveRun
+    from troubleshoot.run.record import JobCommand
 
     closed = wrapper.std_fds()  # first: no file opened below may land on a closed fd 1 or 2
     cmd, grace = _checked_command(args)
+    job = JobCommand.started(cmd)
     with _warnings_held(ctx):
         if ctx.options.plugins:
             ctx.plugins  # a -p plugin that cannot load stops the command before the job starts
@@ -130,41 +174,71 @@ def cmd_run(args: Namespace, ctx: CommandContext) -> int:
             return exc.exit_code
         finally:
             live.finish()
-    _conclude(args, result, live.scan, live.watcher, ctx)
+    _conclude(args, result, live, job, ctx)
     return result.returncode
 
 
-def _conclude(args: Namespace, result: RunResult, scan: BackgroundScan, watcher: Watcher | None,
-              ctx: CommandContext) -> None:
+def _conclude(args: Namespace, result: RunResult, live: LiveRun, job: JobCommand, ctx: CommandContext) -> None:
     """After the job: the diagnosis of its log and the machine, told or written as asked."""
-    from troubleshoot import pipeline
+    from troubleshoot.run.verdict import job_facts
 
-    run_facts = watcher.facts(final=True) if watcher else None
+    run_facts = live.watcher.facts(final=True) if live.watcher else None
     failed = result.returncode != 0
-    facts: dict = dict(ctx.machine().facts or {}) if failed else {}
-    if run_facts:
-        facts["run"] = run_facts
+    machine = ctx.machine().facts if failed else None
     # The same diagnosis as `diagnose --log LOG` with these facts, of the scan made while the
-    # job ran.
-    ruleset, scanned = scan.result()
+    # job ran, chosen as the live warnings were (run.verdict).
+    _, scanned = live.scan.result()
+    verdict = live.judge()
     with scanned:
-        res = pipeline.diagnose_scanned(scanned, ctx.sources([scan.source], facts or None, "machine facts"), ruleset)
-    live_ids = {r.id for r in pipeline.live_rules(ruleset).rules}
-    # A job that succeeded still gets what its output or the watcher showed (a recovered OOM,
-    # data loading dominating steps, memory climbing); machine-only findings need a failure.
-    diagnoses = res.diagnoses if failed else [d for d in res.diagnoses if d.count or d.rule.id in live_ids]
-    _tell_end(args, result, watcher)
+        diagnoses = verdict.final(scanned, live.scan.source, job_facts(run_facts, machine), failed)
+    _tell_end(args, result, live.watcher)
+    _tell_retracted(verdict.retracted(list(live.said.values()), diagnoses))  # a copy: see LiveRun.said
     if args.format == "json":
         _write_report(args, result, diagnoses, run_facts)
-    else:
-        _tell_diagnoses(args, result, diagnoses, failed, ctx)
+    handover = None
+    if (args.tui and failed) or (args.format == "text" and _has_fixes(args, diagnoses, failed)):
+        # The facts a fix of this job plans with, its command included: a job that succeeded is
+        # probed only now, when there is something to fix.
+        handover = _save_snapshot(result, job, run_facts, machine if failed else ctx.machine().facts)
+    if args.format == "text":
+        _tell_diagnoses(args, result, diagnoses, failed, ctx, handover)
     if args.tui and failed and sys.stdin.isatty() and sys.stdout.isatty():
-        from troubleshoot import snapshot
         from troubleshoot.tui.app import run_tui
 
-        snap_path = result.log_path.with_suffix(result.log_path.suffix + ".snapshot.json")
-        snapshot.save(facts, snap_path)
-        run_tui(ctx.with_options(logs=(str(result.log_path),), snapshot=str(snap_path), follow=None))
+        run_tui(ctx.with_options(logs=(str(result.log_path),), snapshot=str(handover) if handover else None,
+                                 follow=None))
+
+
+def _tell_retracted(retracted: list) -> None:
+    """A warning said while the job ran that the whole run does not bear out (memory that climbed
+    at the start, then levelled off) is taken back, not left standing beside a diagnosis that
+    no longer names it."""
+    if retracted:
+        from troubleshoot.report.text import one_line
+
+        for d in retracted:
+            _say(f"said while the job ran, not so over the whole run: {one_line(d)}")
+
+
+def _has_fixes(args: Namespace, diagnoses: list, failed: bool) -> bool:
+    """Whether the text told has a fix to preview (see _tell_diagnoses for what is told)."""
+    return any(d.fixes for d in diagnoses[:SHOWN]) and (failed or not args.quiet)
+
+
+def _save_snapshot(result: RunResult, job: JobCommand, run_facts: dict | None, machine: dict | None) -> Path | None:
+    """LOG.snapshot.json (run.record): what `fix --snapshot` and the TUI plan this job's fixes
+    with. None when there is no file beside the log or it cannot be written (said)."""
+    from troubleshoot.run import record
+
+    path = record.snapshot_path(result.log_path)
+    if path is None:
+        return None
+    try:
+        record.save_snapshot(path, record.snapshot_facts(machine, run_facts, job))
+    except OSError as exc:
+        _say(f"cannot write the snapshot {path}: {exc.strerror or exc}")
+        return None
+    return path
 
 
 def _tell_end(args: Namespace, result: RunResult, watcher: Watcher | None) -> None:
@@ -181,6 +255,7 @@ def _tell_end(args: Namespace, result: RunResult, watcher: Watcher | None) -> No
 
 def _write_report(args: Namespace, result: RunResult, diagnoses: list, run_facts: dict | None) -> None:
     from troubleshoot.report import jsonfmt
+    from troubleshoot.run.record import write_private
 
     log_path = result.log_path
     report = Path(args.report) if args.report else log_path.with_suffix(log_path.suffix + ".json")
@@ -188,33 +263,33 @@ def _write_report(args: Namespace, result: RunResult, diagnoses: list, run_facts
             "seconds": round(result.seconds, 2), "run": run_facts,
             "leftovers": [{"pid": p.pid, "command": p.command, "killed": result.killed} for p in result.leftovers]}
     try:
-        _write_private(report, jsonfmt.render(diagnoses, meta).encode(), new=not args.report)
+        # Quotes the job's output: never through a symlink, readable by the user alone; beside
+        # the log (its name follows the log's, which was free) a new file.
+        write_private(report, jsonfmt.render(diagnoses, meta).encode(), new=not args.report)
     except OSError as exc:
         _say(f"cannot write the report {report}: {exc.strerror or exc}")
     else:
         _say(f"diagnosis written to {report}")
 
 
-def _write_private(path: Path, data: bytes, new: bool) -> None:
-    """Never through a symlink, readable by the user alone (it quotes the job's output). The
-    report beside a log must be `new`: its name follows the log's, which was free, so a file
-    already there was put there by someone else."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_EXCL if new else os.O_TRUNC)
-    with os.fdopen(os.open(path, flags, 0o600), "wb") as f:
-        f.write(data)
+SHOWN = 3  # diagnoses told in full after the job
 
 
-def _tell_diagnoses(args: Namespace, result: RunResult, diagnoses: list, failed: bool, ctx: CommandContext) -> None:
+def _tell_diagnoses(args: Namespace, result: RunResult, diagnoses: list, failed: bool, ctx: CommandContext,
+                    snapshot: Path | None) -> None:
     log_path = result.log_path
+    facts_args = ("--snapshot", str(snapshot)) if snapshot else ()
     if diagnoses and (failed or not args.quiet):
         from troubleshoot.report import text
 
         if not failed:
             _say("the job succeeded, but:")
-        _err(text.render(diagnoses, colour=ctx.colour(sys.stderr), limit=3, source=str(log_path),
-                         hint_args=ctx.hint_args(), rich=ctx.rich(sys.stderr)))  # its preview line repeats --rules/-p
+        # Its preview lines repeat --rules/-p, and name the snapshot that holds the job's command.
+        _err(text.render(diagnoses, colour=ctx.colour(sys.stderr), limit=SHOWN, source=str(log_path),
+                         hint_args=ctx.hint_args(), rich=ctx.rich(sys.stderr), facts_args=facts_args))
         if sys.stdin.isatty() and sys.stderr.isatty() and not args.tui:
-            _say(f"open it in the TUI: {ctx.command_line('tui', '--log', str(log_path))}  (or run with --tui)")
+            _say(f"open it in the TUI: {ctx.command_line('tui', '--log', str(log_path), *facts_args)}  "
+                 f"(or run with --tui)")
     elif failed:
         _say("no known problem matched the job's output; `troubleshoot diagnose --log "
              f"{log_path}` shows the machine's facts too")

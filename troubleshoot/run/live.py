@@ -7,12 +7,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from troubleshoot.errors import TroubleshootError
+from troubleshoot.run.verdict import Verdict, job_facts
 
 if TYPE_CHECKING:
     from pathlib import Path
     from typing import BinaryIO, Callable, Sequence
 
     from troubleshoot.context import CommandContext
+    from troubleshoot.model import Diagnosis
     from troubleshoot.run.follow import BackgroundScan
     from troubleshoot.run.watch import Watcher
 
@@ -30,8 +32,10 @@ class LiveRun:
         self.log, self.log_path, self.scan = _open_log(log_to, argv, ctx)
         self.say, self.interval, self.quiet = say, interval, quiet
         self.watcher: Watcher | None = None
-        self.said: set[str] = set()  # read and written by the watcher's thread alone (`live`)
-        self.live_rules = None  # pipeline.live_rules of the scan's rules, once they are loaded
+        # Each warning said, by rule id: written by the watcher's thread (`live`), read once it has
+        # stopped (`finish`), to name what the final diagnosis no longer holds.
+        self.said: dict[str, Diagnosis] = {}
+        self.verdict: Verdict | None = None  # once the scan's rules are loaded
         self.tail = None  # the log's new lines (sources.LogTail), where the log is a regular file
         self.logging = True  # False once the log could not be written: the scan waits for no more
 
@@ -54,28 +58,32 @@ class LiveRun:
                  f"and the diagnosis covers what was logged")
 
     def live(self, w: Watcher) -> None:
-        """After a sample: what the samples and the log's new lines show, each problem said once."""
+        """After a sample: what the samples and the log's new lines show, each problem said once,
+        judged as the final diagnosis judges a job that has not failed (run.verdict)."""
         if self.quiet or len(w.samples) % LIVE_EVERY:
             return
-        from troubleshoot import pipeline
         from troubleshoot.report.text import one_line
 
-        self.scan.ready.wait()
-        if self.scan.ruleset is None:
+        verdict = self.judge()
+        if verdict is None:
             return
-        if self.live_rules is None:
-            self.live_rules = pipeline.live_rules(self.scan.ruleset)
-            if self.scan.follower is not None:  # a FIFO or a device is not read: see BackgroundScan
-                from troubleshoot.sources import LogTail
+        if self.tail is None and self.scan.follower is not None:  # a FIFO or a device is not read: see BackgroundScan
+            from troubleshoot.sources import LogTail
 
-                self.tail = LogTail(self.log_path)
-        found = pipeline.diagnose_job(self.live_rules, w.facts())
-        if self.tail is not None:
-            found += pipeline.diagnose_new_lines(self.tail, self.scan.ruleset)  # the log's new lines
-        for d in found:
+            self.tail = LogTail(self.log_path)
+        for d in verdict.so_far(self.tail, job_facts(w.facts(), None)):
             if d.rule.id not in self.said:
-                self.said.add(d.rule.id)
+                self.said[d.rule.id] = d
                 self.say(one_line(d, still_running=True))
+
+    def judge(self) -> Verdict | None:
+        """The one judgement of this job, live and at the end; None when the rules did not load."""
+        if self.verdict is None:
+            self.scan.ready.wait()
+            if self.scan.ruleset is None:
+                return None
+            self.verdict = Verdict(self.scan.ruleset)
+        return self.verdict
 
     def finish(self) -> None:
         """The job has ended (or never started): stop the watcher, close the log, and let the

@@ -308,11 +308,22 @@ def _trend(name: str, values: list[float]) -> dict:
     # value of the last third must be above the highest of the first third, by a real margin.
     third = max(2, len(values) // 3)
     low_late, high_early = min(values[-third:]), max(values[:third])
+    # And still climbing at the end, about as fast as before: a start-up that outlasts the
+    # warm-up (imports, a model loaded, the first batches on a loaded machine) climbs ever more
+    # slowly and levels off, where a leak climbs by about as much in every third.
+    early, middle, late = _median(values[:third]), _median(values[third:-third]), _median(values[-third:])
+    still_climbing = late - middle > 8 and late - middle >= 0.5 * (middle - early)
     growing = (low_late > high_early and low_late - high_early > 48 and growth > 64
-               and values[-1] > 1.15 * max(values[0], 1.0))
+               and values[-1] > 1.15 * max(values[0], 1.0) and still_climbing)
     return {f"{name}_first_mib": round(values[0], 1), f"{name}_last_mib": round(values[-1], 1),
             f"{name}_max_mib": round(max(values), 1), f"{name}_rises": rises, f"{name}_falls": falls,
             f"{name}_growth_mib_per_min": round(growth / minutes, 1), f"{name}_growing": growing}
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def sparkline(values: list[float], lo: float, hi: float, width: int = 40) -> str:
