@@ -1,7 +1,7 @@
 """A training loop that keeps every step's output alive "for logging": memory grows step after
-step. Host memory stands in for GPU memory here; on a GPU the same code leaks GPU memory.
+step. It runs on the CPU, so host memory climbs; on a GPU the same code leaks GPU memory.
 
-    troubleshoot run -- python examples/memory_leak.py   # symptom: gpu-memory-leak
+    troubleshoot run -- python examples/memory_leak.py   # symptom: host-oom (host memory climbing)
 """
 
 import time

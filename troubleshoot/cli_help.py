@@ -66,8 +66,10 @@ HELP: dict[tuple[str, ...], tuple[str, tuple[str, ...]]] = {
          "troubleshoot history --format json")),
     ("run",): (
         "Run CMD unchanged (same output, same exit code), keep its log, watch the machine while it "
-        "runs, and diagnose the failure when it exits non-zero. Put the job after `--`.",
-        ("troubleshoot run -- python train.py --bs 64",
+        "runs, and diagnose the failure when it exits non-zero. Name the job after run's own options; "
+        "put `--` before it when its first word starts with '-'.",
+        ("troubleshoot run python train.py --bs 64",
+         "troubleshoot run -- python train.py --bs 64",
          "troubleshoot run -- python examples/host_oom.py",
          "troubleshoot run --format json --report r.json -- torchrun --nproc-per-node 8 train.py")),
     ("fleet",): (

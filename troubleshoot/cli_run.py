@@ -194,7 +194,7 @@ def _conclude(args: Namespace, result: RunResult, live: LiveRun, job: JobCommand
     _tell_end(args, result, live.watcher)
     _tell_retracted(verdict.retracted(list(live.said.values()), diagnoses))  # a copy: see LiveRun.said
     if args.format == "json":
-        _write_report(args, result, diagnoses, run_facts)
+        _write_report(args, result, diagnoses, run_facts, job)
     handover = None
     if (args.tui and failed) or (args.format == "text" and _has_fixes(args, diagnoses, failed)):
         # The facts a fix of this job plans with, its command included: a job that succeeded is
@@ -253,14 +253,15 @@ def _tell_end(args: Namespace, result: RunResult, watcher: Watcher | None) -> No
             _err("\n".join("  " + ln for ln in summary.splitlines()) + "\n")
 
 
-def _write_report(args: Namespace, result: RunResult, diagnoses: list, run_facts: dict | None) -> None:
+def _write_report(args: Namespace, result: RunResult, diagnoses: list, run_facts: dict | None,
+                  job: JobCommand) -> None:
     from troubleshoot.report import jsonfmt
     from troubleshoot.run.record import write_private
 
     log_path = result.log_path
     report = Path(args.report) if args.report else log_path.with_suffix(log_path.suffix + ".json")
     meta = {"source": str(log_path), "exit_code": result.returncode, "signal": result.signal,
-            "seconds": round(result.seconds, 2), "run": run_facts,
+            "seconds": round(result.seconds, 2), "job": job.facts(), "run": run_facts,
             "leftovers": [{"pid": p.pid, "command": p.command, "killed": result.killed} for p in result.leftovers]}
     try:
         # Quotes the job's output: never through a symlink, readable by the user alone; beside
