@@ -64,16 +64,15 @@ def follow(args, ctx: CommandContext) -> int:
 
 
 def _watch(tail, watcher, pid: int | None, ruleset) -> None:
-    """New diagnoses, each rule once, until the process ends (or Ctrl-C)."""
-    from troubleshoot import pipeline
+    """New diagnoses, each rule once, until the process ends (or Ctrl-C): judged as `run` judges
+    a job while it runs (run.verdict), so both say the same of the same lines and samples."""
     from troubleshoot.report.text import one_line
+    from troubleshoot.run.verdict import Verdict, job_facts
 
-    live_rules = pipeline.live_rules(ruleset) if watcher is not None else None
+    verdict = Verdict(ruleset)
     said: set[str] = set()
     while True:
-        found = pipeline.diagnose_new_lines(tail, ruleset) if tail is not None else []
-        if watcher is not None:
-            found += pipeline.diagnose_job(live_rules, watcher.facts())
+        found = verdict.so_far(tail, job_facts(watcher.facts(), None) if watcher is not None else None)
         for d in found:
             if d.rule.id not in said:
                 said.add(d.rule.id)

@@ -2,7 +2,7 @@
 
 `diagnose_sources` diagnoses a whole log, a folder of rank logs, a merged log, pasted text and
 the nodes of a fleet; the new lines of a log still being written (`sources.LogTail`) and the
-facts of a watched job go through the same function (`diagnose_new_lines`, `diagnose_job`).
+facts of a watched job go through the same function (run.verdict, for `run` and `--follow`).
 The front ends (the CLI commands, `run`, `diagnose --follow`, the TUI, `fleet`)
 get their sources, facts and rules from their `context.CommandContext`, call this, and render
 what comes back. What a front end still decides itself is which diagnoses to show: `run` keeps
@@ -27,7 +27,7 @@ from troubleshoot.records import record
 from troubleshoot.scan import Scanner, ScanResult, scan_stream
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.model import Diagnosis
-from troubleshoot.sources import (FactsSource, LogSource, LogTail, Skipped, Sources, not_text, nothing_to_diagnose,
+from troubleshoot.sources import (FactsSource, LogSource, Skipped, Sources, not_text, nothing_to_diagnose,
                                   skipped_input)
 
 if TYPE_CHECKING:
@@ -358,19 +358,3 @@ def live_rules(ruleset: RuleSet) -> RuleSet:
 
     rules = [r for r in ruleset.rules if r.facts and all(p.startswith("run.") for p in fact_paths(r))]
     return RuleSet(rules, ruleset.taxonomy)
-
-
-def diagnose_job(ruleset: RuleSet, run_facts: Mapping) -> list[Diagnosis]:
-    """What the facts a watcher has gathered so far about a running job say (`ruleset`: its
-    `live_rules`)."""
-    return diagnose_sources(Sources([], [FactsSource({"run": run_facts}, "the job")]), ruleset).diagnoses
-
-
-def diagnose_new_lines(tail: LogTail, ruleset: RuleSet, facts: Mapping | None = None) -> list[Diagnosis]:
-    """The diagnoses of the complete lines a followed log gained since it was last asked (line
-    numbers counted within them): `diagnose --follow`, and `run` while its job runs."""
-    chunk = tail.new_lines()
-    if not chunk:
-        return []
-    sources = Sources([tail.source], [FactsSource(facts, "machine facts")] if facts is not None else [])
-    return diagnose_sources(sources, ruleset, opener=lambda _: io.BytesIO(chunk)).diagnoses
