@@ -42,9 +42,9 @@ def _error(p) -> str:
 # ------------------------------------------------------------------ telling a binary from a log
 
 
-@pytest.mark.parametrize("head, kind", [
+BINARIES = [
     (ELF, "an ELF executable or library"),
-    (gzip.compress(LOG), "gzip-compressed"),
+    (gzip.compress(LOG, mtime=0), "gzip-compressed"),  # mtime 0: the same bytes in every test worker
     (b"\x28\xb5\x2f\xfd" + NOISE[:100], "zstd-compressed"),
     (b"\xfd7zXZ\x00" + NOISE[:100], "xz-compressed"),
     (b"BZh91AY&SY" + NOISE[:100], "bzip2-compressed"),
@@ -55,7 +55,10 @@ def _error(p) -> str:
     ("step 1 loss 0.25\n".encode("utf-16"), "UTF-16 text"),
     (NOISE, "binary data: "),  # ~9% of random bytes are control bytes that text does not hold
     (bytes(300), "nothing but NUL bytes"),
-])
+]
+
+
+@pytest.mark.parametrize("head, kind", BINARIES, ids=[kind.rstrip(": ") for _, kind in BINARIES])
 def test_a_binary_is_told_by_its_first_bytes(head, kind):
     assert (not_text(head, whole=True) or "").startswith(kind)
 
@@ -71,7 +74,8 @@ def test_a_binary_is_told_by_its_first_bytes(head, kind):
     "第1轮 损失 0.25 学习率 0.001\n".encode() * 100,
     "第1轮 损失 0.25 学习率 0.001\n".encode("gbk") * 100,  # a legacy encoding: not UTF-8, still text
     b"",
-])
+], ids=["log", "latin-1", "stray-invalid-utf8", "stray-control-bytes", "leading-hole", "nul-block", "terminal-codes",
+        "utf-8-cjk", "gbk", "empty"])
 def test_text_with_stray_bytes_or_holes_is_a_log(head):
     assert not_text(head, whole=True) is None
 
