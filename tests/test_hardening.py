@@ -76,9 +76,15 @@ def test_a_100_mb_line_without_newline(tmp_path):
     assert rss_kib / 1024 < 200
 
 
-def test_binary_file_is_diagnosed_without_error(tmp_path):
-    log = tmp_path / "core.bin"
-    log.write_bytes(bytes(range(256)) * 40_000 + b"\nRuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB\x00\xff\n")
+def test_binary_file_is_one_line_and_binary_bytes_inside_a_log_are_read_through(tmp_path):
+    core = tmp_path / "core.bin"
+    tail = b"\nRuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB\x00\xff\n"
+    core.write_bytes(bytes(range(256)) * 40_000 + tail)
+    p = run_cli("diagnose", "--no-probe", "--format", "json", "--log", str(core))
+    err = p.stderr.decode()
+    assert p.returncode == 2 and err.count("\n") == 1 and f"{core} is not a text log" in err and "Traceback" not in err
+    log = tmp_path / "train.log"  # a text log with a megabyte of binary in it (a core dump cat'ed into it)
+    log.write_bytes(b"".join(b"step %d loss 0.5\n" % i for i in range(1000)) + bytes(range(256)) * 4_000 + tail)
     p = run_cli("diagnose", "--no-probe", "--format", "json", "--log", str(log))
     assert p.returncode == 0 and json.loads(p.stdout)["diagnoses"][0]["symptom"] == "cuda-oom"
 

@@ -328,8 +328,11 @@ class CommandContext:
         found = result.skipped[len(sources.skipped):]  # left out only once read: stdin, a FIFO
         if found:
             self._tell(skipped_note(found))
-        if result.empty:
-            self._tell(empty_note(result.empty))
+        # stdin read only because it was a pipe (a script's, a CI runner's) beside facts to
+        # diagnose: an empty one is no log given, not an empty log (the JSON still lists it).
+        empty = [] if self.stdin_log and sources.facts else result.empty
+        if empty:
+            self._tell(empty_note(empty))
         return result
 
     def log_hint(self) -> list[str] | None:
