@@ -93,5 +93,12 @@ def family(snapshot) -> str | None:
 
 def unsupported(what: str, by_hand: str, snapshot) -> Advice:
     d = detect(snapshot)
-    return Advice(f"{d.name}: not a distribution troubleshoot knows how to {what} on ({SUPPORTED}); unsupported. "
-                  f"Here is what to do by hand: {by_hand}")
+    if d.family not in (None, "arch") and (d.id is None or d.major is None):
+        # A known family whose release the facts do not name (a snapshot older than host.os_id):
+        # the package repository's URL names the release, so no command can be given.
+        why = (f"{d.name}: the facts do not say which release this is (host.os_id and host.os_version_id, "
+               "from /etc/os-release; probe the machine again with this version of troubleshoot), so no "
+               f"command to {what} can be given here")
+    else:
+        why = f"{d.name}: not a distribution troubleshoot knows how to {what} on ({SUPPORTED}); unsupported"
+    return Advice(f"{why}. Here is what to do by hand: {by_hand}")

@@ -263,3 +263,13 @@ def test_a_file_without_a_final_newline_shows_diffs_marker_not_two_lines_glued(t
     assert nouveau_fix(tmp_path, str(root), "--apply", "--yes").returncode == 0
     assert (root / BLACKLIST).read_bytes() == b"# local\nblacklist nouveau\noptions nouveau modeset=0\n"
     assert not os.path.islink(root / BLACKLIST)
+
+
+def test_a_snapshot_that_does_not_name_its_release_says_so_instead_of_calling_the_distribution_unknown(tmp_path):
+    """base.json names its system only as "Ubuntu 22.04.4 LTS" (no host.os_id): the driver
+    repository's URL needs the release, so the plan says which facts are missing."""
+    p = fix_rule(tmp_path, old_driver("470.82.01", "11.4", {"version": "2.4.1+cu124", "cuda": "12.4"}), "torch-driver-too-old",
+                 "--format", "json")
+    texts = [s["text"] for pl in json.loads(p.stdout)["plans"] for s in pl["steps"] if s["kind"] == "advice"]
+    said = next(t for t in texts if t.startswith("Ubuntu 22.04.4 LTS:"))
+    assert "the facts do not say which release this is (host.os_id" in said and "not a distribution" not in said
