@@ -302,6 +302,21 @@ def snapshots(folder, docker_broken_on: tuple[int, ...] = ()):
     return str(folder)
 
 
+def test_fleet_diagnose_fail_on_counts_a_drifted_node_as_a_warning(tmp_path):
+    folder = tmp_path / "drift"
+    folder.mkdir()
+    for i, driver in ((1, None), (2, None), (3, "535.161.08")):
+        snap = copy.deepcopy(BASE_SNAPSHOT)
+        if driver:
+            snap["nvml"]["driver_version"] = driver
+        (folder / f"node{i}.json").write_text(json.dumps(snap))
+    doc = json.loads(ok(run_main("fleet", "diagnose", str(folder), "--format", "json", "--jobs", "1")))
+    assert [(f["node"], f["kind"]) for f in doc["findings"]] == [("node3", "drift")]
+    assert not any(doc["per_node"].values())  # no diagnosis: the drift alone decides
+    for threshold, status in (("info", 1), ("warning", 1), ("error", 0)):
+        assert run_main("fleet", "diagnose", str(folder), "--fail-on", threshold, "--jobs", "1").returncode == status
+
+
 def test_fleet_diagnose_fail_on_exits_1_when_a_node_has_that_severity_or_worse(tmp_path):
     healthy, one_warning = snapshots(tmp_path / "healthy"), snapshots(tmp_path / "warned", (2,))
     doc = json.loads(ok(run_main("fleet", "diagnose", one_warning, "--format", "json", "--jobs", "1")))

@@ -46,7 +46,7 @@ def add_parser(sub, add_rules_arg, parser_class) -> None:
                         "the report says how many were left out")
     d.add_argument("--jobs", type=int, metavar="N",
                    help="processes that read the snapshots (default: one per CPU, at most 8; 1: this one alone)")
-    add_fail_on_arg(d, " on any node (or in the job's logs)")
+    add_fail_on_arg(d, " on any node (or in the job's logs); a drift or outlier counts as a warning")
     add_rules_arg(d)
 
 
@@ -113,4 +113,7 @@ def _diagnose(args, ctx: CommandContext) -> int:
         if res.left_out:
             sys.stdout.write(f"{res.left_out} more node{'s' if res.left_out != 1 else ''} left out "
                              f"(--max-nodes {args.max_nodes})\n")
-    return fail_on(args.fail_on, [d for found in (*res.per_node.values(), res.job) for d in found])
+    status = fail_on(args.fail_on, [d for found in (*res.per_node.values(), res.job) for d in found])
+    # A node that drifted or stands out is a warning: what a cron job watching the fleet wants
+    # to hear of, short of an error.
+    return status or (1 if res.findings and args.fail_on in ("warning", "info") else 0)

@@ -170,7 +170,8 @@ EXIT_STATUS: dict[tuple[str, ...], tuple[str, ...]] = {
          _STATUS_INTERRUPTED,
          "  run: the job's own status (128+N: signal N ended it; 127: command not found; 126: not executable)"),
     ("diagnose",): (_STATUS_RAN, _STATUS_FAIL_ON, _STATUS_USAGE, _STATUS_INTERRUPTED),
-    ("fleet", "diagnose"): (_STATUS_RAN, "  1    --fail-on SEVERITY: a node has a diagnosis of that severity or worse",
+    ("fleet", "diagnose"): (_STATUS_RAN, "  1    --fail-on SEVERITY: a node has a diagnosis of that severity or worse "
+                                         "(a drift or outlier is a warning)",
                             _STATUS_USAGE, _STATUS_INTERRUPTED),
     ("run",): ("  N    the job's own exit status, whatever was diagnosed; 128+N when signal N ended it",
                "  127  the command was not found",
