@@ -18,6 +18,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from troubleshoot.textsafe import terminal_safe
+from troubleshoot.tui.views import plural
 
 if TYPE_CHECKING:
     from troubleshoot.report.views import DiagnosisView
@@ -132,7 +133,7 @@ def rows_for(text: str | None, path: str | None,
     last = 0
     for n, t in quoted:
         if n > last + 1:
-            rows.append((None, f"      … {n - last - 1} lines …"))
+            rows.append((None, f"      … {plural(n - last - 1, 'line')} …"))
         rows.append((n, t))
         last = n
     return rows, "large log: showing the evidence lines only"

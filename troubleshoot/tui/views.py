@@ -250,7 +250,7 @@ def status_line(source: str | None, lines: int | None, count: int | None, progre
     if source:
         out.append(" · " + safe(source))
     if lines is not None:
-        out.append(f" · {lines} lines")
+        out.append(" · " + plural(lines, "line"))
     if count is not None:
         out.append(f" · {count} diagnos{'i' if count == 1 else 'e'}s")
     if progress.busy():
