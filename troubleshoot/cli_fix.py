@@ -116,9 +116,17 @@ def cmd_fix(args, ctx: CommandContext) -> int:
     from troubleshoot.fixes import service as fixes
 
     svc = ctx.fix_service()
-    prepared = svc.plan(_requests(args, ctx)).prepared
+    # A rule names several fixers: one that refuses (a fact it needs is missing, a driver it
+    # cannot install) must not hide the others' plans. A fixer named alone is planned strictly.
+    plans = svc.plan(_requests(args, ctx), strict=not args.rule)
+    if plans.errors and not plans.prepared:
+        raise TroubleshootError(plans.errors[0])
+    for problem in plans.errors:
+        ctx.warn(problem)
+    prepared = plans.prepared
     if args.format == "json" and not args.apply:
-        print(json.dumps({"schema": 1, "plans": [_plan_json(p) for p in prepared]}, indent=2, default=str))
+        print(json.dumps({"schema": 1, "plans": [_plan_json(p) for p in prepared], "errors": plans.errors},
+                         indent=2, default=str))
         return 0
     if args.format == "text":
         from troubleshoot.report.mdtext import to_plain
