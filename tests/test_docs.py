@@ -73,3 +73,16 @@ def test_fixer_ids_doc_lists_every_shipped_fixer():
     table = set(re.findall(r"^\| `([a-z0-9-]+)` \|", (REPO / "docs" / "fixer-ids.md").read_text(), re.M))
     shipped = {fid for fid, f in load_fixers(load_plugins()).items() if type(f).__module__.startswith("troubleshoot_fixers")}
     assert shipped and table == shipped
+
+
+def test_the_readme_starts_with_the_two_commands_and_says_what_they_take():
+    """A newcomer's first screen: install-and-run, then the tests (exactly what CI runs), what
+    the test install brings and how long the suite takes; figures and tables come later."""
+    text = (REPO / "README.md").read_text()
+    first, second = (b.strip() for b in re.findall(r"```sh\n(.*?)```", text, re.S)[:2])
+    assert first == "pip install . && troubleshoot"
+    assert second == "pip install -e '.[test]' && python -m pytest"
+    assert second in (REPO / ".ci" / "run").read_text()
+    screen = text[:text.index("## Commands")]
+    assert "PyTorch's CPU build" in screen and "two to three minutes" in screen and "-m slow" in screen
+    assert "|" not in screen and "benchmark" not in screen.lower()
