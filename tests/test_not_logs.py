@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_cli
+from conftest import REPO, run_cli, run_main
 from procwait import read_pty, run_on_pty
 
 from troubleshoot import inputwatch
@@ -276,3 +276,11 @@ def test_no_prompt_when_the_log_is_piped_in():
     p = run_cli("diagnose", "--no-probe", "--log", "-", input=LOG)
     assert p.returncode == 0 and b"torch-cuda-oom" in p.stdout
     assert p.stderr == b""
+
+
+def test_rules_why_on_a_binary_says_it_is_no_text_log(tmp_path):
+    core = tmp_path / "core"
+    core.write_bytes(ELF)
+    p = run_main("rules", "why", "torch-cuda-oom", "--log", str(core))
+    assert p.returncode == 2 and p.stderr.decode() == \
+        f"troubleshoot: error: nothing to diagnose: {core} is not a text log (an ELF executable or library)\n"

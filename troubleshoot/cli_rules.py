@@ -208,13 +208,16 @@ def show_lines(v) -> list[str]:
 def cmd_why(args, ctx: CommandContext) -> int:
     """How one rule did or did not fire on one log (a file or stdin) and the --snapshot's facts."""
     from troubleshoot import pipeline
-    from troubleshoot.sources import LogSource, check_readable
+    from troubleshoot.sources import LogSource, check_readable, nothing_to_diagnose, skipped_input, sniff_file
 
     rule = ctx.rule(args.id)
     log = None  # one file or stdin: a trace shows one log's lines
     if args.log not in (None, "-"):
         check_readable(args.log)
         log = LogSource(args.log, args.log)
+        binary = sniff_file(args.log)  # as diagnose judges it: a trace of a binary's "lines" says nothing
+        if binary:
+            raise TroubleshootError(nothing_to_diagnose([skipped_input(log, binary)]))
     elif args.log == "-" or ctx.stdin_log:
         log = LogSource("stdin")
     # The facts of a snapshot only: a trace is about the rule, not this machine (--no-probe,
