@@ -205,6 +205,24 @@ def test_follow_a_growing_log_prints_new_diagnoses(tmp_path):
     assert b"1. [ERROR]" in rest and b"illegal-memory-access" in rest  # the full diagnosis at the end
 
 
+def test_follow_in_json_prints_one_line_per_new_diagnosis_then_the_end(tmp_path):
+    log = tmp_path / "growing.log"
+    log.write_text("epoch 1 loss 0.5\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB\n")
+    proc = _start(["diagnose", "--follow", str(log), "--no-probe", "--format", "json"],
+                  preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        out = Output(proc.stdout)
+        first = json.loads(out.wait_for(b'"event": "new"').splitlines()[-1])
+        proc.send_signal(signal.SIGINT)
+        rest, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert first["diagnosis"]["symptom"] == "cuda-oom"
+    end = json.loads(rest.decode().strip().splitlines()[-1])
+    assert end["event"] == "end" and end["schema"] == 1 and end["diagnoses"][0]["symptom"] == "cuda-oom"
+
+
 @pytest.mark.slow
 def test_pid_watches_a_running_job(tmp_path):
     job = subprocess.Popen([sys.executable, str(REPO / "examples" / "memory_leak.py")], stdout=subprocess.DEVNULL)

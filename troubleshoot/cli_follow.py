@@ -6,6 +6,7 @@ Ctrl-C, the full diagnosis of everything seen follows.
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from typing import TYPE_CHECKING
@@ -45,8 +46,9 @@ def follow(args, ctx: CommandContext) -> int:
     tail = LogTail(path) if path is not None else None
     what = " and ".join(x for x in (path and f"following {path}", pid and f"watching process {pid}") if x)
     print(terminal_safe(f"troubleshoot: {what}; Ctrl-C to stop"), file=sys.stderr)
+    json_lines = args.format == "json"
     try:
-        _watch(tail, watcher, pid, ruleset)
+        _watch(tail, watcher, pid, ruleset, json_lines)
     except KeyboardInterrupt:
         print("", file=sys.stderr)
     finally:
@@ -55,6 +57,12 @@ def follow(args, ctx: CommandContext) -> int:
     facts = {"run": watcher.facts(final=True)} if watcher is not None else None
     logs = [tail.source] if tail is not None else []
     result = ctx.diagnose(ctx.sources(logs, facts, "the job" if facts else "machine facts"))
+    if json_lines:
+        from troubleshoot.report import jsonfmt
+
+        doc = json.loads(jsonfmt.render(result.diagnoses, jsonfmt.result_meta(result, "the job" if facts else None)))
+        print(json.dumps({"event": "end", **doc}, default=str), flush=True)
+        return 0
     from troubleshoot.report import text
 
     sys.stdout.write(text.render(result.diagnoses, colour=ctx.colour(sys.stdout), limit=5,
@@ -63,9 +71,11 @@ def follow(args, ctx: CommandContext) -> int:
     return 0
 
 
-def _watch(tail, watcher, pid: int | None, ruleset) -> None:
+def _watch(tail, watcher, pid: int | None, ruleset, json_lines: bool = False) -> None:
     """New diagnoses, each rule once, until the process ends (or Ctrl-C): judged as `run` judges
-    a job while it runs (run.verdict), so both say the same of the same lines and samples."""
+    a job while it runs (run.verdict), so both say the same of the same lines and samples.
+    `json_lines`: each as one line of JSON (`{"event": "new", "diagnosis": ...}`)."""
+    from troubleshoot.report.jsonfmt import diagnosis_dict
     from troubleshoot.report.text import one_line
     from troubleshoot.run.verdict import Verdict, job_facts
 
@@ -76,7 +86,8 @@ def _watch(tail, watcher, pid: int | None, ruleset) -> None:
         for d in found:
             if d.rule.id not in said:
                 said.add(d.rule.id)
-                print("new: " + one_line(d), flush=True)
+                print(json.dumps({"event": "new", "diagnosis": diagnosis_dict(d)}, default=str) if json_lines
+                      else "new: " + one_line(d), flush=True)
         if pid is not None and not _alive(pid):
             print(f"troubleshoot: process {pid} ended", file=sys.stderr)
             return
