@@ -25,7 +25,6 @@ from troubleshoot.errors import TroubleshootError
 from troubleshoot.textsafe import terminal_safe
 
 
-
 class _Parser(argparse.ArgumentParser):
     """argparse's parser, with one-line errors that name the help of the command at fault."""
 
