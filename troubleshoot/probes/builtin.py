@@ -8,7 +8,7 @@ from troubleshoot.hookspecs import hookimpl
 @hookimpl
 def troubleshoot_probes():
     # Imported here, not at registration: `diagnose --no-probe` loads plugins but no probe.
-    from troubleshoot.probes import cuda, docker, frameworks, host, io, kernel, nvml, services
+    from troubleshoot.probes import accelerators, cuda, docker, frameworks, host, io, kernel, nvml, services
     from troubleshoot.probes.base import Probe
 
     return [
@@ -22,4 +22,5 @@ def troubleshoot_probes():
         Probe("io", io.probe, timeout=4, title="System and IO"),
         Probe("fabric_manager", services.fabric_manager, timeout=6, title="Fabric Manager"),
         Probe("node", services.node, timeout=8, title="Node services and scheduler"),
+        Probe("accelerators", accelerators.probe, timeout=2, title="Other accelerators"),
     ]

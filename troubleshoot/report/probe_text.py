@@ -36,6 +36,9 @@ def render(snap: dict) -> str:
     out.append(_frameworks(mapping(snap.get("frameworks"))))
     out += _docker(mapping(snap.get("docker")))
     out += _system(mapping(snap.get("io")))
+    acc = mapping(snap.get("accelerators"))
+    if acc.get("families"):  # said only where there is one: most machines have none
+        out.append(f"other accelerators: {_s(acc.get('summary') or ', '.join(map(_s, acc['families'])))}")
     env = mapping(snap.get("env"))
     if env:
         out.append("env:        " + " ".join(f"{_s(k)}={_s(v)}" for k, v in env.items()))
