@@ -30,8 +30,14 @@ class Origin:
 @functools.lru_cache(maxsize=None)
 def compile_ascii(source: str) -> re.Pattern:
     """Rule patterns as Python's `re` reads them (ASCII classes, as RE2): compiled on first use,
-    since RE2 does the scanning and most runs never need the `re` form."""
-    return re.compile(_re2_spaces(source), re.ASCII)
+    since RE2 does the scanning and most runs never need the `re` form. Python's warning that a
+    class like `[--x]` may mean something else in a later Python is not the user's to read on
+    every run: the pattern means today what RE2, the engine that scans, reads."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        return re.compile(_re2_spaces(source), re.ASCII)
 
 
 # RE2's \s is [\t\n\f\r ]; Python's, even under re.ASCII, adds \v: a line with a vertical tab
