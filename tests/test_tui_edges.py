@@ -273,3 +273,15 @@ async def test_a_plan_that_changes_a_file_offers_apply(tmp_path):
         await pilot.press("a")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         assert "Apply the fix plan under" in str(app.screen.query_one("#question").render())
+
+
+@pytest.mark.asyncio
+async def test_an_empty_log_is_said_to_be_empty_as_the_cli_says_it(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_bytes(b"")
+    app = TroubleshootApp(log=str(log), snapshot=str(BASE), probe=False)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.scanned is not None and not app.progress.busy())
+        await wait_for(pilot, lambda: any("is empty" in str(n.message) for n in app._notifications))
+        said = [str(n.message) for n in app._notifications if "is empty" in str(n.message)]
+        assert said == [f"{log} is empty: there was nothing in it to diagnose"]

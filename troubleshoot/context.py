@@ -320,12 +320,20 @@ class CommandContext:
         found about the logs themselves (an input that was no text log, an empty log) is told
         through `warn`, and kept in the result (`skipped`, `empty`)."""
         from troubleshoot import pipeline
-        from troubleshoot.sources import empty_note, skipped_note
 
         ruleset = self.ruleset()
         sources = self.sources() if sources is None else sources
         result = pipeline.diagnose_sources(sources, ruleset)
-        found = result.skipped[len(sources.skipped):]  # left out only once read: stdin, a FIFO
+        self.tell_inputs(result, sources)
+        return result
+
+    def tell_inputs(self, result: Result, sources: Sources) -> None:
+        """Tell through `warn` what reading `sources` found about the logs themselves: an input
+        that was no text log (seen only once read: stdin, a FIFO; files were told when listed),
+        a log that held nothing. For every front end that diagnoses (the CLI, the TUI)."""
+        from troubleshoot.sources import empty_note, skipped_note
+
+        found = result.skipped[len(sources.skipped):]
         if found:
             self._tell(skipped_note(found))
         # stdin read only because it was a pipe (a script's, a CI runner's) beside facts to
@@ -333,7 +341,6 @@ class CommandContext:
         empty = [] if self.stdin_log and sources.facts else result.empty
         if empty:
             self._tell(empty_note(empty))
-        return result
 
     def log_hint(self) -> list[str] | None:
         """The words a printed `troubleshoot fix --rule` line needs to read the same logs: each

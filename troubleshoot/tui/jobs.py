@@ -180,12 +180,13 @@ class Jobs:
             logs = self._logs(key)
             scanned = pipeline.read_sources(logs, ruleset, cancel=cancel, progress=progress if len(logs) == 1 else None)
             facts = self.facts  # the facts of now, not of when the scan started
+            sources = self._sources(logs, facts)
             try:
-                result = pipeline.diagnose_scanned(scanned, self._sources(logs, facts), ruleset)
+                result = pipeline.diagnose_scanned(scanned, sources, ruleset)
             except BaseException:
                 scanned.close()
                 raise
-            return scanned, logs, result, facts
+            return scanned, logs, result, facts, sources
 
         self.scans += 1
         self.scanning_key = key
@@ -197,7 +198,8 @@ class Jobs:
             self._render_status()
             self._placeholder()
 
-    def _scanned(self, key, scanned, logs, result, facts) -> None:
+    def _scanned(self, key, scanned, logs, result, facts, sources) -> None:
+        self.ctx.tell_inputs(result, sources)  # an empty log: said as the CLI says it, in a notification
         if self.scanned is not None:
             self._old_scans.append(self.scanned)
         self.scanned, self.scan_key, self.scanning_key, self.scan_logs = scanned, key, None, logs
