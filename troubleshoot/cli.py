@@ -20,7 +20,7 @@ import sys
 from collections.abc import Sequence  # not typing: 4 ms of every start, `--version`'s too
 
 from troubleshoot import __version__
-from troubleshoot.console import PROG, format_help, print_warning
+from troubleshoot.console import PROG, did_you_mean, format_help, print_warning
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.textsafe import terminal_safe
 
@@ -42,7 +42,7 @@ class _Parser(argparse.ArgumentParser):
         if extras:
             # Here, not in the parser of the command above: the help to see is this command's.
             known = [s for a in self._actions for s in a.option_strings if s.startswith("--")]
-            hints = "".join(dict.fromkeys(_suggest(w.partition("=")[0], known) for w in extras if w.startswith("-")))
+            hints = "".join(dict.fromkeys(did_you_mean(w.partition("=")[0], known) for w in extras if w.startswith("-")))
             self.error(f"unrecognized arguments: {' '.join(extras)}{hints}")
         return namespace, extras
 
@@ -50,16 +50,10 @@ class _Parser(argparse.ArgumentParser):
         try:
             super()._check_value(action, value)
         except argparse.ArgumentError as exc:  # `diagnoes`, `--format jsno`: the closest choice
-            hint = _suggest(value, map(str, action.choices)) if isinstance(value, str) and action.choices else ""
+            hint = did_you_mean(value, map(str, action.choices)) if isinstance(value, str) and action.choices else ""
             if not hint:
                 raise
             raise argparse.ArgumentError(action, f"invalid choice: {value!r}{hint}") from None
-
-
-def _suggest(word: str, known) -> str:
-    from troubleshoot.console import did_you_mean
-
-    return did_you_mean(word, known)
 
 
 def _arguments_as(parser: argparse.ArgumentParser, args: list[str], option: str) -> list[str]:

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from troubleshoot.console import format_help, plural, warn_problems
-from troubleshoot.context import CommandContext
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.textsafe import terminal_safe
+
+if TYPE_CHECKING:
+    from troubleshoot.context import CommandContext
 
 
 def add_parser(sub, add_rules_arg, parser_class) -> None:
