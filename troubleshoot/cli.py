@@ -42,7 +42,8 @@ class _Parser(argparse.ArgumentParser):
         if extras:
             # Here, not in the parser of the command above: the help to see is this command's.
             known = [s for a in self._actions for s in a.option_strings if s.startswith("--")]
-            hints = "".join(dict.fromkeys(did_you_mean(w.partition("=")[0], known) for w in extras if w.startswith("-")))
+            options = [w.partition("=")[0] for w in extras if w.startswith("-")]
+            hints = "".join(dict.fromkeys(did_you_mean(w, known) for w in options))
             self.error(f"unrecognized arguments: {' '.join(extras)}{hints}")
         return namespace, extras
 
