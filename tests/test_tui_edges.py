@@ -63,7 +63,7 @@ def squeeze(text: str) -> str:
 async def shown_whole(pilot, block: CodeBlock) -> list[str]:
     """Scroll the block into view (all of it), check no row runs past the screen, and read it."""
     block.scroll_visible(animate=False, top=True)
-    await pilot.pause()
+    await pilot.pause()  # no duration: until the scroll's messages are handled
     await wait_for(pilot, lambda: Region(0, 0, *SIZE).contains_region(block.content_region))
     return shown_lines(pilot.app, block)
 
@@ -77,8 +77,8 @@ async def open_detail(pilot, app) -> None:
 async def open_fix(pilot, app) -> FixScreen:
     await wait_for(pilot, lambda: app.diagnoses and not app.progress.busy())
     await pilot.press("f")
-    await wait_for(pilot, lambda: isinstance(app.screen, FixScreen) and app.screen.built)
-    await pilot.pause()
+    await wait_for(pilot, lambda: isinstance(app.screen, FixScreen) and app.screen.built
+                   and app.screen.query_one("#buttons").region)
     return app.screen
 
 
@@ -167,8 +167,7 @@ async def test_help_close_button_is_on_screen_without_scrolling():
     app = TroubleshootApp(probe=False)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("question_mark")
-        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
-        await pilot.pause()
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen) and app.screen.query_one("#close").region)
         body, close = app.screen.query_one("#help-body"), app.screen.query_one("#close")
         assert body.max_scroll_y > 0 and body.scroll_y == 0  # longer than the screen, not scrolled
         assert close.region and Region(0, 0, *SIZE).contains_region(close.region)
@@ -210,7 +209,7 @@ async def test_a_dialog_shows_no_toast_and_what_came_meanwhile_follows_it(tmp_pa
         await pilot.press("e")
         await wait_for(pilot, lambda: isinstance(app.screen, ExportScreen))
         app.ctx.warn("snapshot: the io probe's facts are missing")  # as the context tells a warning
-        await pilot.pause(0.3)
+        await wait_for(pilot, lambda: app.notices.held)  # held for later, not shown
         assert not toasts(app.screen)
         assert "io probe" not in "\n".join(screen_rows(app))
         await pilot.press("escape")
