@@ -199,7 +199,7 @@ def _conclude(args: Namespace, result: RunResult, live: LiveRun, job: JobCommand
     if (args.tui and failed) or (args.format == "text" and _has_fixes(args, diagnoses, failed)):
         # The facts a fix of this job plans with, its command included: a job that succeeded is
         # probed only now, when there is something to fix.
-        handover = _save_snapshot(result, job, run_facts, machine if failed else ctx.machine().facts)
+        handover = _save_snapshot(result, job, run_facts, ctx.machine().facts)
     if args.format == "text":
         _tell_diagnoses(args, result, diagnoses, failed, ctx, handover)
     if args.tui and failed and sys.stdin.isatty() and sys.stdout.isatty():

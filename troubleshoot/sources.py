@@ -347,7 +347,7 @@ def tagged(src: LogSource, root: Path | None = None) -> LogSource:
 class LogTail:
     """A log that is still being written, read as it grows: the one follower of every front end.
 
-    Polled (`new_lines`; `pipeline.diagnose_new_lines` diagnoses them): the complete lines the log gained since the last call;
+    Polled (`new_lines`; `run.verdict.Verdict.so_far` diagnoses them): the complete lines the log gained since the last call;
     a log that shrank (truncated, rotated) starts over. `diagnose --follow`, the TUI's --follow
     and the live diagnoses of `run` poll.
 

@@ -9,7 +9,6 @@ already as wanted, nothing to run) is neither applied nor journalled.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
@@ -91,14 +90,6 @@ class FixService:
     # Probes of some areas again after a fix, under a root when given: its verification.
     probe_areas: Callable[[tuple, str | None], dict]
     root: str | None = None
-
-    def __post_init__(self) -> None:
-        # Once, where every front end enters: a relative --root names a folder of the working
-        # folder at the start, for the previews, the journal, the verification probes and the
-        # messages alike, whatever folder the process is in later (an empty one is left for
-        # executor.prepare to refuse).
-        if self.root:
-            self.root = os.path.realpath(self.root)
 
     def plan(self, requests: Sequence[Request], strict: bool = True) -> Plans:
         """Every request planned and prepared (files read, nothing changed). `strict`: the first

@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from troubleshoot.console import plural
+
 # Versions that must agree across the nodes of one job: (label, dotted fact path).
 DRIFT = (
     ("driver", "nvml.driver_version"),
@@ -181,10 +183,6 @@ def _majority(values: Iterable[Any]) -> tuple[Any, int, bool]:
     return max(v for v, k in counts.items() if k == n), n, True
 
 
-def _plural(n: int, word: str = "node") -> str:
-    return f"{n} {word}{'s' if n != 1 else ''}"
-
-
 def _drift(read: Iterable[tuple[str, Any]], label: str) -> list[Finding]:
     values = [(node, v) for node, v in read if v is not None]
     if len({str(v) for _, v in values}) < 2:
@@ -194,7 +192,7 @@ def _drift(read: Iterable[tuple[str, Any]], label: str) -> list[Finding]:
     if second and second[0][1] == n:  # no majority: no node is the drifted one
         text = f"nodes differ, no majority: {_split(values, counts)}"
         return [Finding(node, "drift", label, v, None, f"{label} {v} ({text})") for node, v in values]
-    return [Finding(node, "drift", label, v, common, f"{label} {v} (others: {common} on {_plural(n)})")
+    return [Finding(node, "drift", label, v, common, f"{label} {v} (others: {common} on {plural(n, 'node')})")
             for node, v in values if v != common]
 
 
@@ -213,7 +211,7 @@ def _split(values: list[tuple[str, Any]], counts: Counter) -> str:
         more = f" and {k - len(names)} more" if k > len(names) else ""
         parts.append(f"{v} on {', '.join(names)}{more}")
     if len(counts) > len(shown):
-        parts.append(f"{_plural(len(counts) - len(shown), 'other value')}")
+        parts.append(f"{plural(len(counts) - len(shown), 'other value')}")
     return "; ".join(parts)
 
 

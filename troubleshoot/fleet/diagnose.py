@@ -65,11 +65,9 @@ def snapshot_files(folder: Path) -> list[Path]:
     return [folder / n for n in names]
 
 
-def node_logs(folder: Path, nodes: Sequence[str], extra: Sequence[str], in_folder: FoundLogs | None = None) -> FoundLogs:
-    """Logs in the folder (and --log): a file in a node's subfolder belongs to that node; the
-    files that are no text logs, left out. `in_folder`: the folder's, when the caller has
-    looked already."""
-    found = folder_logs(folder) if in_folder is None else in_folder
+def node_logs(folder: Path, nodes: Sequence[str], extra: Sequence[str], found: FoundLogs) -> FoundLogs:
+    """Logs in the folder (`found`, listed by the caller) and --log: a file in a node's
+    subfolder belongs to that node; the files that are no text logs, left out."""
     known = set(nodes)
     logs = []
     for src in found.logs:

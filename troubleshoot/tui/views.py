@@ -16,6 +16,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from troubleshoot.console import plural
 from troubleshoot.report.shapes import items, mapping
 from troubleshoot.report.views import near, safe_line as safe
 
@@ -26,11 +27,6 @@ SEV_MARK = {"error": "✖ ERROR", "warning": "▲ WARN", "info": "● INFO"}
 SEV_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 CELL_PAD = 2  # a DataTable cell has one column of padding on each side
 SCROLLBAR = 2
-
-
-def plural(n: int, word: str) -> str:
-    """`1 line`, `2 lines`: a count with its word as it is read, never `line(s)`."""
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def plain(text: object, style: str = "") -> Text:
