@@ -18,7 +18,7 @@ from troubleshoot.errors import TroubleshootError
 from troubleshoot.paste import needles as needles_mod
 from troubleshoot.paste.reader import NEEDLES
 from troubleshoot.scan import Scanner, scan_stream
-from troubleshoot.sources import LogSource, Sources, log_sources
+from troubleshoot.sources import LogSource, Sources, find_logs
 
 from conftest import REPO
 
@@ -94,7 +94,7 @@ def _write_ranks(folder, n: int) -> None:
 
 
 def _diagnose_folder(folder) -> dict:
-    res = pipeline.diagnose_sources(Sources(log_sources([str(folder)]), []), load_ruleset(use_config=False))
+    res = pipeline.diagnose_sources(Sources(find_logs([str(folder)]).logs, []), load_ruleset(use_config=False))
     return {"headline": res.headline, "lines": res.lines, "logs": res.logs,
             "diagnoses": [(d.rule.id, d.count, d.ranks, d.nodes, d.files, d.first_line, d.first_seen, d.notes)
                           for d in res.diagnoses]}

@@ -127,14 +127,6 @@ class Sources:
         return list(dict.fromkeys(n for n in seen if n))
 
 
-def log_sources(specs: Iterable[str]) -> list[LogSource]:
-    """The logs of `find_logs`; an error when every file they name is no text log."""
-    found = find_logs(specs)
-    if not found.logs and found.skipped:
-        raise TroubleshootError(nothing_to_diagnose(found.skipped))
-    return found.logs
-
-
 def find_logs(specs: Iterable[str]) -> FoundLogs:
     """Each `--log` value as log sources: '-' (stdin), a file, a folder (every log file under
     it) or a glob; node and rank come from the file names where they say them. A file that is
@@ -215,11 +207,12 @@ def sniff_file(path: str) -> str | None:
     device is judged as it is read: it cannot be opened twice) and for a file that cannot be
     read (its read says why)."""
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
             return None  # not opened: opening a FIFO waits for its writer
         with open(path, "rb", buffering=0) as f:
             head = f.read(SNIFF)
-            whole = os.fstat(f.fileno()).st_size <= len(head)
+        whole = st.st_size <= len(head)
     except OSError:
         return None
     return not_text(head, whole)
