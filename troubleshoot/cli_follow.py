@@ -60,7 +60,7 @@ def follow(args, ctx: CommandContext) -> int:
     if json_lines:
         from troubleshoot.report import jsonfmt
 
-        doc = json.loads(jsonfmt.render(result.diagnoses, jsonfmt.result_meta(result, "the job" if facts else None)))
+        doc = jsonfmt.document(result.diagnoses, jsonfmt.result_meta(result, "the job" if facts else None))
         print(json.dumps({"event": "end", **doc}, default=str), flush=True)
         return 0
     from troubleshoot.report import text

@@ -21,11 +21,16 @@ def diagnosis_dict(d: Diagnosis) -> dict:
     return diagnosis_record(d)
 
 
-def render(diagnoses: Iterable[Diagnosis], meta: dict | None = None) -> str:
+def document(diagnoses: Iterable[Diagnosis], meta: dict | None = None) -> dict:
+    """The document as a mapping (values not yet made JSON: `render` writes them as strings)."""
     doc = {"schema": SCHEMA, "diagnoses": [diagnosis_dict(d) for d in diagnoses]}
     if meta:
         doc.update(meta)
-    return json.dumps(doc, indent=2, default=str) + "\n"
+    return doc
+
+
+def render(diagnoses: Iterable[Diagnosis], meta: dict | None = None) -> str:
+    return json.dumps(document(diagnoses, meta), indent=2, default=str) + "\n"
 
 
 def skipped_list(skipped: Iterable[Skipped]) -> list[dict]:
