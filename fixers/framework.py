@@ -69,16 +69,22 @@ def _build(release: Release, driver_cuda: str, driver: str | None, native_only: 
     return None
 
 
+def _through_compat(installed_cuda: str | None, driver_cuda: str, driver: str | None) -> bool:
+    """The installed build runs on this driver only through minor-version compatibility."""
+    from troubleshoot.cudadrivers import MINOR_COMPAT, runs_on
+
+    return bool(installed_cuda) and runs_on(installed_cuda, driver_cuda, driver) == MINOR_COMPAT
+
+
 def choose_torch(installed: str, installed_cuda: str | None, driver_cuda: str, driver: str | None,
                  python: str | None) -> TorchChoice | None:
     """The PyTorch build to install: the installed release's minor series first (its last patch
     release), else the newest release with wheels for this Python. A build the driver runs
     through minor-version compatibility counts, except when the installed build already runs
     that way: then only a build the driver supports natively is an answer."""
-    from troubleshoot.cudadrivers import MINOR_COMPAT, runs_on
     from troubleshoot_fixers.torch_releases import RELEASES
 
-    native_only = bool(installed_cuda) and runs_on(installed_cuda, driver_cuda, driver) == MINOR_COMPAT
+    native_only = _through_compat(installed_cuda, driver_cuda, driver)
     releases = [r for r in RELEASES if _python_fits(r, python)]
     series = ".".join(installed.split(".")[:2]) if installed else None
     ordered = [r for r in releases if r.series == series] + [r for r in releases if r.series != series]
@@ -102,7 +108,7 @@ def _torch_install(python: str, driver_cuda: str, snapshot):
 
     Pins carry the build's local label (2.7.0+cu126): `torch==2.7.0` would count an installed
     2.7.0+cu128 as satisfied, and `pip install -U` never downgrades."""
-    from troubleshoot.cudadrivers import MINOR_COMPAT, runs_on
+    from troubleshoot.cudadrivers import MINOR_COMPAT
 
     installed = str(fact(snapshot, "frameworks", "torch", "version") or "").split("+")[0]
     installed = installed if parse_version(installed) is not None else ""
@@ -122,7 +128,7 @@ def _torch_install(python: str, driver_cuda: str, snapshot):
            + (", and runs CUDA " + choice.cuda.split(".")[0] + ".x builds through minor-version compatibility)"
               if choice.how == MINOR_COMPAT else ")"))
     notes = []
-    via_compat = bool(installed_cuda) and runs_on(installed_cuda, driver_cuda, driver) == MINOR_COMPAT
+    via_compat = _through_compat(installed_cuda, driver_cuda, driver)
     iv = parse_version(installed) if installed else None
     if iv is not None and iv > parse_version(r.torch):
         which = "no build of it is for a CUDA this driver supports natively" if via_compat else \
