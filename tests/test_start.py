@@ -15,8 +15,11 @@ OOM_LOG = REPO / "tests" / "fixtures" / "ranks" / "per-rank" / "job.gpu-02.rank3
 
 
 # Each watched module's first importer in the package, so that a failure says which code path
-# loaded it (a finder that only looks: it returns None and the import goes on as usual).
+# loaded it (a finder that only looks: it returns None and the import goes on as usual). Modules
+# the interpreter loaded before the package ran (a site-packages `.pth` file can import tempfile
+# at every start) are the environment's, not the package's: they are left out.
 WATCH = ("import sys\n"
+         "BEFORE = set(sys.modules)\n"
          "class Watch:\n"
          "    def find_spec(self, name, path=None, target=None):\n"
          "        if name in WATCHED:\n"
@@ -35,7 +38,8 @@ def _loaded_after(args: list[str], modules: tuple[str, ...], env=None, runs: int
     code = (f"WATCHED = {modules!r}\n" + WATCH +
             "from troubleshoot import cli; sys.argv = ['troubleshoot'] + sys.argv[1:];\n"
             "try:\n    cli.main()\nexcept SystemExit:\n    pass\n"
-            "sys.stderr.write('\\nLOADED=' + repr({m: BY.get(m, '?') for m in WATCHED if m in sys.modules}))")
+            "sys.stderr.write('\\nLOADED=' + repr({m: BY.get(m, '?') for m in WATCHED\n"
+            "                                     if m in sys.modules and m not in BEFORE}))")
     for _ in range(runs):
         p = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, cwd=REPO, env=env,
                            timeout=60, check=False)
