@@ -255,6 +255,18 @@ def _add_bundle(sub) -> None:
     cli_bundle.add_parser(sub, _add_rules_arg)
 
 
+def _add_check(sub) -> None:
+    from troubleshoot import cli_check
+
+    cli_check.add_parsers(sub, _add_rules_arg)
+
+
+def _add_remediate(sub) -> None:
+    from troubleshoot import cli_remediate
+
+    cli_remediate.add_parser(sub, _add_rules_arg)
+
+
 def _add_completion(sub) -> None:
     c = sub.add_parser("completion", help="print a shell completion script (bash, zsh, tcsh)")
     c.add_argument("shell", choices=("bash", "zsh", "tcsh"), help="the shell to complete in")
@@ -263,7 +275,9 @@ def _add_completion(sub) -> None:
 # In the order `--help` lists them; each adds the subcommands it names.
 _SUBCOMMANDS = ((("diagnose",), _add_diagnose), (("tui",), _add_tui), (("probe",), _add_probe),
                 (("fixers", "fix", "undo", "history"), _add_fix), (("run",), _add_run), (("fleet",), _add_fleet),
-                (("bundle",), _add_bundle), (("rules",), _add_rules), (("completion",), _add_completion))
+                (("bundle",), _add_bundle), (("rules",), _add_rules), (("check", "events", "breaker"), _add_check),
+                (("remediate",), _add_remediate),
+                (("completion",), _add_completion))
 _COMMAND_NAMES = frozenset(n for names, _ in _SUBCOMMANDS for n in names)
 
 
@@ -426,6 +440,15 @@ def _dispatch(args, ctx) -> int:
         from troubleshoot import cli_rules
 
         return cli_rules.cmd_rules(args, ctx)
+    if command in ("check", "events", "breaker"):
+        from troubleshoot import cli_check
+
+        run = {"check": cli_check.cmd_check, "events": cli_check.cmd_events, "breaker": cli_check.cmd_breaker}[command]
+        return run(args, ctx)
+    if command == "remediate":
+        from troubleshoot import cli_remediate
+
+        return cli_remediate.cmd_remediate(args, ctx)
     if command == "completion":
         from troubleshoot import cli_completion
 

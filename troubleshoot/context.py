@@ -158,16 +158,19 @@ class CommandContext:
 
     def probe(self, on_result: Callable[[ProbeOutcome], None] | None = None, cancel=None,
               on_start: Callable[[list[str]], None] | None = None, runner=None,
-              names: Sequence[str] | None = None, root: str | None = None) -> dict:
+              names: Sequence[str] | None = None, root: str | None = None, cap: float | None = None) -> dict:
         """Run the probes (only `names`, when given) on this machine, or on the tree under
-        `root`; never raises. Without callbacks a line on a terminal says what is still running
-        after half a second."""
+        `root`; never raises. `cap`: no probe waited for longer (seconds). Without callbacks a
+        line on a terminal says what is still running after half a second."""
+        import dataclasses
         from pathlib import Path
 
         from troubleshoot.probes.base import ProbeContext
         from troubleshoot.snapshot import run_probes
 
         probes = [p for p in self.probes() if names is None or p.name in names]
+        if cap is not None:
+            probes = [dataclasses.replace(p, timeout=min(p.timeout, cap)) for p in probes]
         ctx = ProbeContext()
         if self.options.python:
             ctx.python = self.options.python
