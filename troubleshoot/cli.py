@@ -223,6 +223,7 @@ def _add_probe(sub) -> None:
     pr.add_argument("--redact", action="store_true",
                     help="replace hostnames, IP/MAC addresses, user names and home paths with placeholders")
     pr.add_argument("--python", metavar="PATH", help="interpreter whose frameworks to probe")
+    pr.add_argument("--only", metavar="NAMES", help="only these probes, comma-separated (e.g. nvml,kernel)")
 
 
 def _add_fix(sub) -> None:
@@ -380,6 +381,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _dispatch(args, context.build(args, warn=print_warning))
     except TroubleshootError as exc:  # the one place errors are printed: what they quote is data
         print(f"{PROG}: error: {terminal_safe(str(exc), keep_newlines=False)}", file=sys.stderr)
+        if _wants_npd(argv):  # node-problem-detector reads stdout only: a check that cannot run is Unknown (2)
+            print(terminal_safe(f"Unknown: {exc}", keep_newlines=False)[:400])
         return 2
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
@@ -391,6 +394,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError:
             pass
         return 0
+
+
+def _wants_npd(argv: Sequence[str]) -> bool:
+    return "--format=npd" in argv or any(a == "--format" and b == "npd" for a, b in zip(argv, argv[1:]))
 
 
 def _join_levels(args) -> None:

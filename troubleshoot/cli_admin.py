@@ -84,3 +84,17 @@ def slurm_view(asked: bool, limits: Limits, node: str) -> tuple[Slurm | None, No
     if node not in nodes:
         raise TroubleshootError(f"Slurm knows no node {node!r} (--node names it)")
     return slurm, nodes[node], Room.from_nodes(limits, nodes)
+
+
+def iso_time(text: str, option: str) -> str:
+    """An ISO 8601 time given on the command line, in UTC as the event store keeps times; a time
+    without a zone is the admin's local time."""
+    from datetime import datetime, timezone
+
+    try:
+        t = datetime.fromisoformat(text)
+    except ValueError:
+        raise TroubleshootError(f"{option} {text!r}: not a time (ISO 8601: 2026-12-01 or 2026-12-01T08:00)") from None
+    if t.tzinfo is None:
+        t = t.astimezone()
+    return t.astimezone(timezone.utc).isoformat(timespec="seconds")

@@ -8,7 +8,7 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from troubleshoot.cli_admin import add_admin_args, add_limit_args, node_facts, node_verdict, settings, slurm_view, store
+from troubleshoot.cli_admin import add_admin_args, add_limit_args, iso_time, node_facts, node_verdict, settings, slurm_view, store
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.textsafe import terminal_safe
 
@@ -45,16 +45,6 @@ def add_parsers(sub, add_rules_arg) -> None:
 
 
 def cmd_check(args, ctx: CommandContext) -> int:
-    if args.format != "npd":
-        return _check(args, ctx)
-    try:  # node-problem-detector reads one line on stdout and the exit status, nothing else
-        return _check(args, ctx)
-    except TroubleshootError as exc:
-        print(terminal_safe(f"Unknown: {exc}", keep_newlines=False)[:400])
-        return 2
-
-
-def _check(args, ctx: CommandContext) -> int:
     from troubleshoot.admin import loop, nodecheck
     from troubleshoot.admin.slurmctl import check_name
 
@@ -105,7 +95,7 @@ def _act_words(act: str, node: str) -> str:
 
 def cmd_events(args, ctx: CommandContext) -> int:
     s = settings(args)
-    since = _iso(args.since) if args.since else None
+    since = iso_time(args.since, "--since") if args.since else None
     with store(args, s) as events:
         found = events.events(node=args.node, since=since, kinds=args.kind)
     if args.format == "json":
@@ -114,18 +104,6 @@ def cmd_events(args, ctx: CommandContext) -> int:
     lines = [f"{e.time}  {e.node:<16} {e.kind:<9} {e.status or '':<7} {e.reason}".rstrip() for e in found]
     sys.stdout.write(terminal_safe("\n".join(lines or ["no events"])) + "\n")
     return 0
-
-
-def _iso(text: str) -> str:
-    from datetime import datetime, timezone
-
-    try:
-        t = datetime.fromisoformat(text)
-    except ValueError:
-        raise TroubleshootError(f"--since {text!r}: not a time (ISO 8601: 2026-12-01 or 2026-12-01T08:00)") from None
-    if t.tzinfo is None:
-        t = t.astimezone()  # as the admin's clock says
-    return t.astimezone(timezone.utc).isoformat(timespec="seconds")
 
 
 def cmd_breaker(args, ctx: CommandContext) -> int:

@@ -73,7 +73,15 @@ def cmd_probe(args, ctx: CommandContext) -> int:
 
     from troubleshoot import snapshot
 
-    snap = ctx.machine().facts
+    if getattr(args, "only", None):
+        names = [n.strip() for n in args.only.split(",") if n.strip()]
+        unknown = [n for n in names if n not in ctx.probe_names()]
+        if unknown or not names:
+            raise TroubleshootError(f"--only: no probe named {(unknown or [args.only])[0]!r}; probes: "
+                                    f"{', '.join(ctx.probe_names())}")
+        snap = ctx.probe(names=names)
+    else:
+        snap = ctx.machine().facts
     if args.redact:
         snap = snapshot.redact(snap)
     if args.save:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from troubleshoot.cli_admin import add_admin_args, add_limit_args, settings, store
 from troubleshoot.cli_help import add_fail_on_arg, fail_on
 from troubleshoot.console import MAX_WARNINGS, PROG, print_warning
 from troubleshoot.errors import TroubleshootError
@@ -48,6 +49,35 @@ def add_parser(sub, add_rules_arg, parser_class) -> None:
                    help="processes that read the snapshots (default: one per CPU, at most 8; 1: this one alone)")
     add_fail_on_arg(d, " on any node (or in the job's logs); a drift or outlier counts as a warning")
     add_rules_arg(d)
+    _add_check(fsub, add_rules_arg)
+    r = fsub.add_parser("report", help="the event store over a period: clean share, repeat offenders, mean time "
+                                       "between incidents, before/after a date")
+    r.add_argument("--since", metavar="TIME", help="from this time (ISO 8601; default: a year before --until)")
+    r.add_argument("--until", metavar="TIME", help="to this time (default: now)")
+    r.add_argument("--around", metavar="TIME", help="compare the incident rates before and after this time "
+                                                    "(a driver upgrade, a firmware roll-out)")
+    r.add_argument("--format", choices=("text", "json"), default="text", help="text (default) or json")
+    add_admin_args(r)
+
+
+def _add_check(fsub, add_rules_arg) -> None:
+    c = fsub.add_parser("check", help="every node's verdict; with --slurm, drains and resumes within the limits")
+    src = c.add_mutually_exclusive_group()
+    src.add_argument("--snapshots", metavar="DIR", help="recorded facts, one <node>.json per node, instead of "
+                                                        "probing the nodes through srun")
+    sel = c.add_mutually_exclusive_group()
+    sel.add_argument("--nodes", type=int, metavar="N", help="through srun: allocate N nodes")
+    sel.add_argument("--nodelist", metavar="LIST", help="through srun: these nodes (Slurm syntax: gpu[01-04])")
+    sel.add_argument("--job", metavar="JOBID", help="through srun: the nodes of a running job")
+    c.add_argument("--partition", metavar="P", help="through srun: allocate in this partition")
+    c.add_argument("--slurm", action="store_true",
+                   help="act through Slurm: drain failing nodes and resume the ones troubleshoot drained, within "
+                        "the limits (without --snapshots, also probe the nodes through srun)")
+    c.add_argument("--timeout", type=float, default=60, metavar="S", help="per-node deadline through srun (default 60)")
+    c.add_argument("--format", choices=("text", "json"), default="text", help="text (default) or json")
+    add_limit_args(c)
+    add_admin_args(c)
+    add_rules_arg(c)
 
 
 def cmd_fleet(args, ctx: CommandContext) -> int:
@@ -56,7 +86,11 @@ def cmd_fleet(args, ctx: CommandContext) -> int:
         return _probe(args)
     if args.fleet_command == "diagnose":
         return _diagnose(args, ctx)
-    raise TroubleshootError("fleet needs a subcommand: probe, diagnose")
+    if args.fleet_command == "check":
+        return _check(args, ctx)
+    if args.fleet_command == "report":
+        return _report(args)
+    raise TroubleshootError("fleet needs a subcommand: probe, diagnose, check, report")
 
 
 def _probe(args) -> int:
@@ -117,3 +151,110 @@ def _diagnose(args, ctx: CommandContext) -> int:
     # A node that drifted or stands out is a warning: what a cron job watching the fleet wants
     # to hear of, short of an error.
     return status or (1 if res.findings and args.fail_on in ("warning", "info") else 0)
+
+
+def _check(args, ctx: CommandContext) -> int:
+    from troubleshoot.admin.fleetcheck import check_fleet
+    from troubleshoot.admin.slurmctl import Slurm
+
+    s = settings(args)
+    if args.snapshots:
+        nodes = _recorded(Path(args.snapshots))
+    elif args.slurm:
+        nodes = _through_srun(args)
+    else:
+        raise TroubleshootError("fleet check needs --snapshots DIR (recorded facts) or --slurm (probe the nodes "
+                                "through srun)")
+    with store(args, s) as events:
+        res = check_fleet(nodes, ctx.ruleset(), events, Slurm() if args.slurm else None, s.limits)
+    if args.format == "json":
+        sys.stdout.write(json.dumps({"schema": 1, **res.as_dict()}, indent=2) + "\n")
+    else:
+        sys.stdout.write(terminal_safe(_check_table(res)))
+    return res.exit_code
+
+
+def _recorded(folder: Path) -> list:
+    from troubleshoot import snapshot
+    from troubleshoot.admin.fleetcheck import NodeFacts
+
+    if not folder.is_dir():
+        raise TroubleshootError(f"{folder}: not a folder of <node>.json snapshots")
+    out = []
+    for path in sorted(folder.glob("*.json")):
+        loaded = snapshot.load(str(path))
+        for w in loaded.warnings[:MAX_WARNINGS]:
+            print_warning(w)
+        out.append(NodeFacts(path.stem, loaded.facts, f"snapshot {path}"))
+    if not out:
+        raise TroubleshootError(f"{folder}: no <node>.json snapshots in it")
+    return out
+
+
+def _through_srun(args) -> list:
+    import tempfile
+
+    from troubleshoot import snapshot
+    from troubleshoot.admin.fleetcheck import NodeFacts
+    from troubleshoot.admin.nodecheck import PROBES
+    from troubleshoot.fleet import collect
+
+    command = collect.probe_command() + ["--only", ",".join(PROBES)]
+    sel = collect.Selection(nodes=args.nodes, nodelist=args.nodelist, partition=args.partition, job=args.job)
+    with tempfile.TemporaryDirectory(prefix="troubleshoot-fleet-check-") as out:
+        results = collect.probe_slurm(Path(out), sel, timeout=args.timeout, command=command)
+        nodes = []
+        for r in results:
+            if r.status != "ok":
+                nodes.append(NodeFacts(r.node, None, "srun", r.error))
+                continue
+            nodes.append(NodeFacts(r.node, snapshot.load(str(r.path)).facts, f"{r.node} through srun"))
+    return nodes
+
+
+def _check_table(res) -> str:
+    from troubleshoot.console import plural
+
+    rows = [("node", "verdict", "finding", "slurm")]
+    for o in res.outcomes:
+        f = o.verdict.worst()
+        finding = f"[{f.cls}] {f.text}" if f and o.verdict.status != "PASS" else "-"
+        act = o.decision.act if o.decision.act not in ("none", "record") else ""
+        rows.append((o.verdict.node, o.verdict.status, finding[:60],
+                     (f"{act}: {o.decision.why}" if act else o.decision.why)[:90] or "-"))
+    rows += [(m.node, "UNKNOWN", f"no facts: {m.error}"[:60], "-") for m in res.missing]
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    lines = [f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:<{widths[2]}}  {r[3]}".rstrip() for r in rows]
+    c = res.counts()
+    held = res.acted("hold")
+    lines.append("")
+    lines.append(f"{plural(len(res.outcomes), 'node')}: {c['PASS']} PASS, {c['WARN']} WARN, {c['FAIL']} FAIL; "
+                 f"drained {len(res.acted('drain'))}, resumed {len(res.acted('resume'))}"
+                 + (f"; held by the limits: {len(held)} ({', '.join(held)})" if held else ""))
+    return "\n".join(lines) + "\n"
+
+
+def _report(args) -> int:
+    from datetime import datetime, timedelta, timezone
+
+    from troubleshoot.admin import fleetreport
+    from troubleshoot.cli_admin import iso_time
+
+    s = settings(args)
+    until = iso_time(args.until, "--until") if args.until else datetime.now(timezone.utc).isoformat(timespec="seconds")
+    since = iso_time(args.since, "--since") if args.since else \
+        (datetime.fromisoformat(until) - timedelta(days=365)).isoformat(timespec="seconds")
+    with store(args, s) as events:
+        found = events.events(since=since, until=until, kinds=("check", "incident"))
+    if found and not args.since:
+        since = found[0].time  # the period watched starts at the first check, not a year of nothing
+    around = iso_time(args.around, "--around") if args.around else None
+    if since >= until or (around and not since < around < until):
+        raise TroubleshootError(f"--since must come before --until, and --around between them (the events run "
+                                f"from {since} to {until})")
+    r = fleetreport.report(found, since, until, around)
+    if args.format == "json":
+        sys.stdout.write(json.dumps({"schema": 1, **r.as_dict()}, indent=2) + "\n")
+    else:
+        sys.stdout.write(terminal_safe(fleetreport.render_text(r)))
+    return 0

@@ -136,7 +136,7 @@ class EventStore:
             where.append("time >= ?")
             args.append(since)
         if until:
-            where.append("time < ?")
+            where.append("time <= ?")
             args.append(until)
         if kinds:
             where.append(f"kind IN ({', '.join('?' for _ in kinds)})")

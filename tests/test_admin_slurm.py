@@ -1,0 +1,102 @@
+"""The admin loop on a real Slurm with 4 emulated nodes (.ci/slurm-up.sh; docs/slurm.md): a node
+drained by `check --slurm` on a recorded Xid 79 and resumed after three passing checks, a node an
+admin drained by hand left alone, and `fleet check` holding the other faulty nodes back at
+`--max-drain 1`. Every test leaves the nodes as it found them (idle)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+
+import admin_snapshots as snaps
+from conftest import run_cli
+
+pytestmark = pytest.mark.slurm
+NODES = 4
+
+
+def sinfo() -> dict[str, tuple[str, str]]:
+    out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N|%T|%E"], capture_output=True, text=True, timeout=20).stdout
+    return {n: (state, reason) for n, state, reason in (line.split("|", 2) for line in out.splitlines())}
+
+
+def resume_all() -> None:
+    for node, (state, _) in sinfo().items():
+        if "drain" in state:
+            subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], timeout=20, check=True)
+
+
+@pytest.fixture
+def nodes():
+    if shutil.which("sinfo") is None or shutil.which("scontrol") is None:
+        pytest.skip("Slurm is not installed: run .ci/slurm-up.sh as root (Debian packages; docs/slurm.md)")
+    try:
+        states = sinfo()
+    except (subprocess.TimeoutExpired, ValueError):
+        pytest.skip("Slurm does not answer: start it with .ci/slurm-up.sh")
+    if len(states) < NODES:
+        pytest.skip(f"Slurm is not running with {NODES} nodes; start it with .ci/slurm-up.sh")
+    resume_all()
+    yield
+    resume_all()
+
+
+def check(tmp_path, node, snap, *more):
+    path = snaps.write(tmp_path / f"{node}-{len(list(tmp_path.iterdir()))}.json", snap)
+    return run_cli("check", "--slurm", "--node", node, "--snapshot", str(path), "--db", str(tmp_path / "ev.db"),
+                   *more, timeout=60)
+
+
+def test_check_drains_on_xid_79_and_resumes_after_three_passing_checks(nodes, tmp_path):
+    p = check(tmp_path, "node3", snaps.with_xid(79))
+    assert p.returncode == 2, p.stderr.decode()
+    state, reason = sinfo()["node3"]
+    assert "drain" in state
+    assert reason == "troubleshoot: [hw] Xid 79 on 0000:03:00 (GPU has fallen off the bus.): reboot"
+    for i in (1, 2):
+        p = check(tmp_path, "node3", snaps.healthy())
+        assert p.returncode == 0 and f"{i} of 3 passing checks" in p.stdout.decode()
+        assert "drain" in sinfo()["node3"][0]
+    p = check(tmp_path, "node3", snaps.healthy())
+    assert "slurm: resumed node3" in p.stdout.decode()
+    assert "drain" not in sinfo()["node3"][0]
+    events = json.loads(run_cli("events", "--db", str(tmp_path / "ev.db"), "--format", "json").stdout)["events"]
+    acts = [(e["node"], e["kind"], e["reason"]) for e in events if e["kind"] in ("drain", "resume")]
+    assert acts == [("node3", "drain", f"troubleshoot: {reason.removeprefix('troubleshoot: ')}"),
+                    ("node3", "resume", "3 passing checks in a row")]
+    assert all(e["time"] for e in events)
+
+
+def test_a_node_drained_by_an_admin_stays_drained(nodes, tmp_path):
+    subprocess.run(["scontrol", "update", "nodename=node2", "state=drain", "reason=maintenance: fan swap"],
+                   timeout=20, check=True)
+    for _ in range(4):
+        p = check(tmp_path, "node2", snaps.healthy())
+        assert "drained by someone else (maintenance: fan swap)" in p.stdout.decode()
+    p = check(tmp_path, "node2", snaps.with_xid(79))
+    assert p.returncode == 2 and "the reason left as it is" in p.stdout.decode()
+    assert sinfo()["node2"] == ("drained", "maintenance: fan swap")
+
+
+def test_fleet_check_drains_one_node_and_holds_the_others_at_max_drain_1(nodes, tmp_path):
+    folder = tmp_path / "snaps"
+    folder.mkdir()
+    snaps.write(folder / "node1.json", snaps.healthy())
+    for n in ("node2", "node3", "node4"):
+        snaps.write(folder / f"{n}.json", snaps.with_xid(79))
+    p = run_cli("fleet", "check", "--snapshots", str(folder), "--slurm", "--max-drain", "1",
+                "--db", str(tmp_path / "ev.db"), "--format", "json", timeout=60)
+    assert p.returncode == 2, p.stderr.decode()
+    doc = json.loads(p.stdout)
+    assert doc["counts"] == {"PASS": 1, "WARN": 0, "FAIL": 3}
+    assert doc["drained"] == ["node2"] and doc["held"] == ["node3", "node4"]
+    states = sinfo()
+    assert [n for n, (s, _) in states.items() if "drain" in s] == ["node2"]
+    held = {n["node"]: n["slurm"]["why"] for n in doc["nodes"] if n["slurm"]["act"] == "hold"}
+    assert held["node3"] == "held by the limit: 1 node drained by troubleshoot already (--max-drain 1)"
+    text = run_cli("fleet", "check", "--snapshots", str(folder), "--db", str(tmp_path / "ev2.db")).stdout.decode()
+    assert "4 nodes: 1 PASS, 0 WARN, 3 FAIL" in text  # without --slurm: the verdicts only
+    assert [n for n, (s, _) in sinfo().items() if "drain" in s] == ["node2"]
