@@ -410,3 +410,40 @@ def test_the_node_problem_detector_example_passes_its_validation():
         assert args.format == "npd" and args.timeout < _go_duration(rule["timeout"])
     # the one message line fits what node-problem-detector keeps
     assert glob["max_output_length"] >= 80
+
+
+def test_a_failing_check_within_the_grace_window_after_boot_is_recorded_not_drained():
+    L = policy.Limits(boot_grace_s=300)
+    d = policy.decide("FAIL", IDLE, ["FAIL"], L, room(L), None, uptime_s=42.0)
+    assert d.act == "record" and d.why == "42 s after boot, within the grace window (300 s): recorded, not drained"
+    assert policy.decide("FAIL", IDLE, ["FAIL"], L, room(L), None, uptime_s=301.0).act == "drain"
+
+
+DCGM = REPO / "tests" / "fixtures" / "dcgm"  # real dcgmi diag outputs, sources in SOURCE.md there
+
+
+@pytest.mark.parametrize("name, status, words", [
+    ("diag-r1-pass-virtualclient.json", "passed", "9 tests passed"),
+    ("diag-r3-pass-virtualclient.json", "passed", "not run: EUD Test (skip)"),
+    ("diag-r2-pass-aws-efa-cheatsheet-3.3.3.txt", "passed", "11 tests passed"),
+    ("diag-r3-fail-nccl-tests-issue264-3.3.8.txt", "failed",
+     "GPU Memory: GPU 0 Error using CUDA API cuInit Check DCGM and system logs for errors. Reset GPU. Restart DCGM."),
+    ("diag-r2-fail-dcgm-issue253-4.4.1.txt", "failed", "pcie: There was an internal error during the test: 'Output "
+                                                       "of child process (11167) couldn't be parsed"),
+    ("diag-fail-dcgm-issue253-4.2.3.txt", "failed", "exited with non-zero status 1' Check DCGM and system logs for "
+                                                    "errors."),
+])
+def test_dcgmi_diag_results_are_parsed_from_json_and_from_the_table(name, status, words):
+    got = verify.parse_dcgm((DCGM / name).read_text())
+    assert got[0] == status and words in got[1], got
+
+
+def test_a_dcgm_4_test_entry_is_read_inside_its_document():
+    # The one test entry DCGM 4 printed in NVIDIA/DCGM#215 (the paste is a fragment), placed where
+    # DCGM 4's dcgmi/Diag.cpp puts tests: "DCGM Diagnostic" -> test_categories[] -> tests[].
+    entry = json.loads((DCGM / "diag-v4-fragment-pass-dcgm-issue215.txt").read_text().strip().rstrip(","))
+    doc = {"DCGM Diagnostic": {"test_categories": [{"category": "Hardware", "tests": [entry]}]}}
+    assert verify.parse_dcgm(json.dumps(doc)) == ("passed", "1 tests passed")
+    entry["results"][1]["status"] = "Fail"
+    entry["results"][1]["warnings"] = [{"warning": "GPU 1 failed the diagnostic"}]
+    assert verify.parse_dcgm(json.dumps(doc)) == ("failed", "diagnostic: GPU 1 failed the diagnostic")

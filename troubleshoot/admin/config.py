@@ -9,6 +9,7 @@
       breaker_failures: 3     # failed verifications within breaker_window_s open the breaker
       breaker_window_s: 86400
       max_reboots: 2          # reboots of one GPU's fault before service_required
+      boot_grace_s: 300       # after a boot, failing checks are recorded, not drained on
       report_only: false      # the kill switch: every action only reported
       db: /var/lib/troubleshoot/events.db
 """
@@ -23,7 +24,7 @@ from troubleshoot.admin.policy import Limits
 from troubleshoot.errors import TroubleshootError
 
 _INTS = ("max_drain", "fail_after", "pass_after", "breaker_failures", "max_reboots")
-_FLOATS = ("max_drain_percent", "cooldown_s", "breaker_window_s")
+_FLOATS = ("max_drain_percent", "cooldown_s", "breaker_window_s", "boot_grace_s")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -73,7 +73,7 @@ def carry_out(verdict: Verdict, state: NodeState, store: EventStore, slurm: Slur
         return Outcome(verdict, policy.Decision("none", "Slurm not asked (--slurm not given)"))
     since = store.last(node, ("drain",)) if state.ours else None
     recent = store.recent_checks(node, max(limits.pass_after, limits.fail_after) + 1, after=since)
-    decision = policy.decide(verdict.status, state, recent, limits, room, breaker_open(store))
+    decision = policy.decide(verdict.status, state, recent, limits, room, breaker_open(store), verdict.uptime_s)
     reason = f"{PREFIX} {verdict.reason()}"
     if decision.act == "drain":
         slurm.drain(node, reason)

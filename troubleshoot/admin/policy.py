@@ -1,6 +1,6 @@
 """How far the tool may reach, and what it does with one verdict: pure decisions.
 
-- Drains: at most `max_drain` nodes held by this tool across the cluster and `max_drain_percent`
+- Drains: none within `boot_grace_s` of a boot (services still starting); at most `max_drain` nodes held by this tool across the cluster and `max_drain_percent`
   of each partition (by default 1 node or 10 % of the partition, whichever is larger); a node
   drains after `fail_after` failing checks in a row; a node drained by anyone else is never
   touched (the finding is recorded).
@@ -32,6 +32,7 @@ class Limits:
     breaker_failures: int = 3
     breaker_window_s: float = 86400.0
     max_reboots: int = 2
+    boot_grace_s: float = 300.0  # after a boot, failing checks are recorded, not drained on
     report_only: bool = False
 
     def partition_cap(self, size: int) -> int | None:
@@ -107,11 +108,14 @@ def streak(statuses: Sequence[str], status: str) -> int:
 
 
 def decide(status: str, state: NodeState, recent: Sequence[str], limits: Limits, room: Room,
-           breaker: str | None) -> Decision:
+           breaker: str | None, uptime_s: float | None = None) -> Decision:
     """What to do with one check's verdict. `recent`: the node's check statuses newest first,
     this one included (for a drained node: only those since the drain); `breaker`: why the
-    circuit breaker is open, or None."""
+    circuit breaker is open, or None; `uptime_s`: the node's time since boot, when known."""
     if status == "FAIL":
+        if uptime_s is not None and uptime_s < limits.boot_grace_s and not state.drained:
+            return Decision("record", f"{uptime_s:.0f} s after boot, within the grace window ({limits.boot_grace_s:.0f} "
+                                      f"s): recorded, not drained")
         return _on_fail(state, recent, limits, room, breaker)
     if state.ours:
         if status != "PASS":

@@ -52,6 +52,7 @@ class Verdict:
     findings: tuple[Finding, ...] = ()
     facts_from: str = ""
     dropped: tuple[str, ...] = field(default=())  # what was left out as older than the last repair
+    uptime_s: float | None = None  # the node's time since boot, when its facts say
 
     @property
     def exit_code(self) -> int:
@@ -113,7 +114,10 @@ def judge(node: str, diagnoses: Sequence[Diagnosis], facts: Mapping | None, fact
         status = "WARN"
     if any(f.severity == "error" and f.cls != "user" for f in findings):
         status = "FAIL"
-    return Verdict(node, status, tuple(findings), facts_from, tuple(dropped))
+    host = facts.get("host") if isinstance(facts, Mapping) else None
+    uptime = host.get("uptime_s") if isinstance(host, Mapping) else None
+    return Verdict(node, status, tuple(findings), facts_from, tuple(dropped),
+                   uptime if isinstance(uptime, (int, float)) and not isinstance(uptime, bool) else None)
 
 
 def _findings(d: Diagnosis, facts: Mapping | None) -> list[Finding]:

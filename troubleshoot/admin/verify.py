@@ -11,6 +11,7 @@ missing is `skipped`, never passed."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -111,35 +112,88 @@ def parse_allreduce(stdout: str) -> tuple[str, str]:
 
 
 def parse_dcgm(stdout: str) -> tuple[str, str]:
-    """`dcgmi diag -r 1 -j`: every test's result; any Fail fails, a Warn is said."""
+    """`dcgmi diag`'s results, from its JSON (`-j`: DCGM 3's "DCGM GPU Diagnostic", DCGM 4's
+    "DCGM Diagnostic", tests under test_categories) or its text table: any Fail fails the check,
+    with the warnings DCGM gave; Skip and "Not Run" are said, never counted as a pass."""
     try:
-        doc = json.loads(stdout)
+        results = _dcgm_json(json.loads(stdout))
     except ValueError:
-        return "failed", "dcgmi printed no JSON"
-    results = []
-    for cat in _walk(doc):
-        name = cat.get("name") or cat.get("test_name") or "?"
-        for r in cat.get("results") or []:
-            if isinstance(r, dict) and r.get("status"):
-                results.append((name, str(r["status"]), str(r.get("warnings") or r.get("info") or "")))
+        results = _dcgm_table(stdout)
     if not results:
-        return "failed", "dcgmi's JSON held no test results"
-    fails = [f"{n}: {w}".rstrip(": ") for n, s, w in results if s.lower() == "fail"]
-    warns = [n for n, s, _ in results if s.lower() == "warn"]
+        return "failed", "dcgmi printed no test results"
+    fails = [f"{n}: {w}".rstrip(": ") for n, st, w in results if st == "fail"]
     if fails:
-        return "failed", "; ".join(fails)[:300]
-    return "passed", f"{len(results)} results passed" + (f" ({len(warns)} warnings: {', '.join(warns)})" if warns else "")
+        return "failed", "; ".join(fails)[:400]
+    passed = [n for n, st, _ in results if st == "pass"]
+    other = [f"{n} ({st})" for n, st, _ in results if st not in ("pass", "fail")]
+    if not passed:
+        return "failed", "no DCGM test passed: " + ", ".join(other)
+    return "passed", f"{len(passed)} tests passed" + (f"; not run: {', '.join(other)}" if other else "")
 
 
-def _walk(node):
+def _dcgm_json(doc) -> list[tuple[str, str, str]]:
+    out = []
+    for test in _tests(doc):
+        name = str(test.get("name") or "?")
+        summary = test.get("test_summary") if isinstance(test.get("test_summary"), dict) else None
+        # DCGM 4's test_summary and every per-GPU result: the worst of them is the test's
+        rows = ([summary] if summary and summary.get("status") else []) + \
+            [r for r in test.get("results") or [] if isinstance(r, dict) and r.get("status")]
+        statuses = [str(r.get("status", "")).lower() for r in rows]
+        status = "fail" if "fail" in statuses else "warn" if "warn" in statuses else \
+            "pass" if statuses and all(x == "pass" for x in statuses) else (statuses[0] if statuses else "")
+        words = [w.get("warning") if isinstance(w, dict) else str(w) for r in test.get("results") or []
+                 if isinstance(r, dict) for w in (r.get("warnings") or [])]
+        if status:
+            out.append((name, status, " ".join(str(w) for w in words if w)[:200]))
+    return out
+
+
+def _tests(node):
     if isinstance(node, dict):
-        if "results" in node and isinstance(node["results"], list):
-            yield node
+        if isinstance(node.get("tests"), list):
+            yield from (t for t in node["tests"] if isinstance(t, dict))
+            return
         for v in node.values():
-            yield from _walk(v)
+            yield from _tests(v)
     elif isinstance(node, list):
         for v in node:
-            yield from _walk(v)
+            yield from _tests(v)
+
+
+_ROW = re.compile(r"^\|\s?(?P<name>[^|]*?)\s*\|(?P<cell>.*)\|$")
+_SECTION = re.compile(r"^[|+]-+\s+(\w[\w ]*?)\s+-+")
+
+
+def _dcgm_table(text: str) -> list[tuple[str, str, str]]:
+    """The table dcgmi prints without -j: `| GPU Memory | Fail - All |`, then `| Warning | ... |`
+    rows wrapped over the lines below."""
+    out: list[list[str]] = []
+    section, wrapping = "", False
+    for line in text.splitlines():
+        line = line.strip()
+        head = _SECTION.match(line)
+        if head:
+            section, wrapping = head.group(1), False
+            continue
+        m = _ROW.match(line)
+        if not m or section in ("", "Metadata"):
+            continue
+        name, cell = m.group("name"), m.group("cell")
+        value = cell.strip()
+        chunk = cell[1:46]  # dcgmi slices long text into 45-character pieces, mid-word too: joined as cut
+        status = value.split(" - ")[0].strip().lower()
+        if name in ("Warning", "Error") and out:
+            out[-1][2] += (" " if out[-1][2] else "") + chunk
+            wrapping = True
+        elif name == "Info":
+            wrapping = False
+        elif name and status in ("pass", "fail", "warn", "skip", "not run"):
+            out.append([name, status, ""])
+            wrapping = False
+        elif not name and wrapping and out and not re.match(r"GPU\d+: ", value):
+            out[-1][2] += chunk
+    return [(n, st, " ".join(w.split())[:200]) for n, st, w in out]
 
 
 PARSERS = {"matmul": parse_matmul, "nccl-allreduce": parse_allreduce, "dcgm-diag": parse_dcgm}

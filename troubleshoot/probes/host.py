@@ -44,7 +44,16 @@ def host(ctx: ProbeContext) -> dict:
         "arch": platform.machine(),
         "user": user,
         "home": ctx.env.get("HOME"),
+        "uptime_s": _uptime(ctx.read("/proc/uptime")),
     }
+
+
+def _uptime(text: str | None) -> float | None:
+    """Seconds since boot: a node check's grace window after a reboot reads it."""
+    try:
+        return round(float((text or "").split()[0]), 1)
+    except (IndexError, ValueError):
+        return None
 
 
 def env(ctx: ProbeContext) -> dict:
