@@ -100,3 +100,15 @@ def test_fleet_check_drains_one_node_and_holds_the_others_at_max_drain_1(nodes, 
     text = run_cli("fleet", "check", "--snapshots", str(folder), "--db", str(tmp_path / "ev2.db")).stdout.decode()
     assert "4 nodes: 1 PASS, 0 WARN, 3 FAIL" in text  # without --slurm: the verdicts only
     assert [n for n, (s, _) in sinfo().items() if "drain" in s] == ["node2"]
+
+
+def test_fleet_check_probes_the_nodes_through_srun(nodes, tmp_path):
+    # the emulated nodes are this machine: no GPU, a healthy host; each answers with its node probes
+    p = run_cli("fleet", "check", "--slurm", "--nodes", str(NODES), "--db", str(tmp_path / "ev.db"),
+                "--format", "json", timeout=120)
+    assert p.returncode == 0, p.stderr.decode()
+    doc = json.loads(p.stdout)
+    assert doc["counts"]["FAIL"] == 0 and doc["missing"] == []
+    assert sorted(n["node"] for n in doc["nodes"]) == [f"node{i}" for i in range(1, NODES + 1)]
+    assert all(n["facts_from"].endswith("through srun") for n in doc["nodes"])
+    assert doc["drained"] == [] and [n for n, (s, _) in sinfo().items() if "drain" in s] == []

@@ -1,5 +1,5 @@
 """Every YAML example in docs/*.md works as written: rule files load and lint with no problem and
-their examples pass; symptom files extend the taxonomy. A block that is neither fails the test,
+their examples pass; symptom files extend the taxonomy; the admin loop's settings load. A block that is neither fails the test,
 so a new kind of example has to be classified (and checked) here."""
 
 import re
@@ -45,8 +45,15 @@ def test_yaml_examples_lint_clean_and_pass_their_examples(doc, tmp_path):
             (folder / f"{i}.yaml").write_text(body)
             errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in SCHEMA.iter_errors(data)]
             assert errors == [], f"{doc.name}: YAML block {i} against docs/rule.schema.json: {errors}"
+        elif isinstance(data, dict) and set(data) == {"admin"}:  # the admin loop's settings: they load
+            from troubleshoot.admin import config
+
+            (tmp_path / f"config-{i}.yaml").write_text(body)
+            assert config.load(tmp_path / f"config-{i}.yaml", {}).limits
         else:
-            pytest.fail(f"{doc.name}: YAML block {i} is neither a rule file nor a symptoms file:\n{body[:200]}")
+            pytest.fail(f"{doc.name}: YAML block {i} is neither a rule file, a symptoms file nor a config:\n{body[:200]}")
+    if not any(folder.iterdir()):
+        return  # settings only: nothing of the rules to check
     # A doc's fixer plugin (a ```python block that starts with `# plugin.py`) is loaded with -p.
     modules = []
     for body in blocks(doc, "python"):

@@ -74,9 +74,11 @@ HELP: dict[tuple[str, ...], tuple[str, tuple[str, ...]]] = {
          "troubleshoot run --format json --report r.json -- torchrun --nproc-per-node 8 train.py")),
     ("fleet",): (
         "Many nodes: collect one snapshot per node through Slurm, then compare them (drift, "
-        "outliers) and diagnose each with the job's logs.",
+        "outliers) and diagnose each with the job's logs; check them and drain or resume through "
+        "Slurm within limits; report on what the event store remembers.",
         ("troubleshoot fleet probe --slurm --nodes 4 --out snaps/",
-         "troubleshoot fleet diagnose snaps/ --log logs/")),
+         "troubleshoot fleet diagnose snaps/ --log logs/",
+         "troubleshoot fleet check --snapshots snaps/ --slurm")),
     ("fleet", "probe"): (
         "Run `troubleshoot probe` on each node through srun and save <node>.json into --out DIR; "
         "a node that does not answer in --timeout is named, not waited for.",
@@ -88,6 +90,47 @@ HELP: dict[tuple[str, ...], tuple[str, tuple[str, ...]]] = {
         ("troubleshoot fleet diagnose snaps/",
          "troubleshoot fleet diagnose snaps/ --log 'logs/*.log' --format json",
          "troubleshoot fleet diagnose snaps/ --format json --fail-on error")),
+    ("fleet", "check"): (
+        "Every node's verdict (as `troubleshoot check`), from recorded snapshots (--snapshots DIR) or "
+        "the nodes probed through srun; with --slurm, failing nodes are drained and the ones "
+        "troubleshoot drained resumed, within the limits, the worst faults first (docs/admin.md).",
+        ("troubleshoot fleet check --snapshots snaps/",
+         "troubleshoot fleet check --snapshots snaps/ --slurm --max-drain 2",
+         "troubleshoot fleet check --slurm --partition gpu --format json")),
+    ("fleet", "report"): (
+        "What the event store says about the fleet over a period: the share of nodes without an "
+        "incident, repeat offenders, the mean time between incidents per class, and the incident "
+        "rates before and after a date.",
+        ("troubleshoot fleet report",
+         "troubleshoot fleet report --since 2026-01-01 --around 2026-09-01 --format json")),
+    ("check",): (
+        "A node's verdict for a health check, a prolog or a preflight: PASS, WARN or FAIL, one line "
+        "per finding with its class ([hw], [driver], [config], [user]) and recovery action, from a "
+        "bounded probe or a recorded --snapshot. With --slurm, a failing node is drained with the "
+        "finding as its reason and a node troubleshoot drained is resumed after passing checks in a "
+        "row; a node drained by anyone else is never touched (docs/admin.md).",
+        ("troubleshoot check",
+         "troubleshoot check --slurm --config /etc/troubleshoot/config.yaml",
+         "troubleshoot check --snapshot node07.json --node node07 --format json",
+         "troubleshoot check --format npd")),
+    ("remediate",): (
+        "A failing node's repair ladder: record the incident, keep the evidence before anything "
+        "changes, drain, repair (reset the GPU, restart Fabric Manager, reboot), verify with a matrix "
+        "product, an NCCL all-reduce and dcgmi where installed, then resume, or escalate and leave "
+        "the node drained. A dry run unless --apply (as root).",
+        ("troubleshoot remediate --slurm",
+         "troubleshoot remediate --slurm --apply",
+         "troubleshoot remediate --node node07 --snapshot node07.json --format json")),
+    ("events",): (
+        "What the admin loop recorded in its event store: every check verdict, incident, drain, "
+        "resume, limit hold, repair, verification and escalation, oldest first.",
+        ("troubleshoot events --node node07",
+         "troubleshoot events --since 2026-12-01 --kind drain --kind resume --format json")),
+    ("breaker",): (
+        "The circuit breaker of the admin loop: open after repeated failed verifications, when every "
+        "action is only reported; `reset` closes it once a person has looked.",
+        ("troubleshoot breaker status",
+         "troubleshoot breaker reset --why 'bad batch of risers replaced'")),
     ("bundle",): (
         "Pack what a support ticket needs into one .tar.gz: this machine's snapshot (or --snapshot), "
         "the logs (each cut to its start and end), the diagnoses as JSON and Markdown, the history of "
@@ -177,6 +220,15 @@ EXIT_STATUS: dict[tuple[str, ...], tuple[str, ...]] = {
                "  127  the command was not found",
                "  126  the command cannot be executed (not executable, no #! line, a folder)",
                "  2    bad usage, before the job starts: one line `troubleshoot: error: ...`"),
+    ("check",): ("  0    PASS (--format npd: PASS or WARN, node-problem-detector's OK)",
+                 "  1    WARN (--format npd: FAIL, NonOK)",
+                 "  2    FAIL; or bad usage, unreadable input (--format npd: Unknown, said on stdout)"),
+    ("remediate",): ("  0    nothing to repair, or (--apply) the node was verified and resumed, or reboots",
+                     "  1    a repair is due (dry run), or (--apply) it was held, escalated or needs service",
+                     _STATUS_USAGE),
+    ("fleet", "check"): ("  0    every node passed", "  1    a node warned, or gave no facts", "  2    a node failed; or "
+                         "bad usage"),
+    ("breaker",): ("  0    closed (status), or closed now (reset)", "  1    open (status)", _STATUS_USAGE),
     ("rules", "test"): ("  0    every example passed", "  1    an example failed, or a rule file did not load",
                         _STATUS_USAGE),
     ("rules", "lint"): ("  0    no error (warnings allowed)", "  2    an error in a rule file, or bad usage"),
