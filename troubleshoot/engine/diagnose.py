@@ -293,10 +293,21 @@ def _xid_diagnoses(t: RuleTrace, scan: ScanResult, facts: Mapping | None, skip: 
     return out
 
 
+def _series_words(series: Mapping[str, dict]) -> dict[str, str]:
+    """`{series.NAME.KEY}` for explanations: a followed number as a person reads it."""
+    out = {}
+    for name, d in series.items():
+        for key, value in d.items():
+            if isinstance(value, float):
+                value = f"{value:.3g}" if abs(value) < 1000 else f"{value:.0f}"
+            out[f"series.{name}.{key}"] = str(value)
+    return out
+
+
 def _diagnosis(t: RuleTrace, facts: Mapping | None, extra: Mapping[str, str] | None = None) -> Diagnosis:
     rule = t.rule
     values = dict(t.captures)
-    words = {**values, **(extra or {})}  # what `{name}` placeholders may use
+    words = {**values, **_series_words(t.series), **(extra or {})}  # what `{name}` placeholders may use
     evidence = [Evidence(source="log", text=h.text, line=h.line, span=(h.start, h.end)) for h in t.log_lines]
     pasted = (facts or {}).get(PASTED_LINES) or {}
     for cond, c in zip(rule.facts, t.conditions):

@@ -58,6 +58,7 @@ def merge(occurrences: Sequence[Occurrence]) -> list[Diagnosis]:
         notes = tuple(n for n in d.notes if not n.startswith("matched "))
         if len(occ) > 1:
             notes += (f"seen in {len(occ)} sources ({_where(ranks, nodes, files)}); the first is shown",)
+            notes += _waited_on(occ)
         evidence = tuple(replace(e, file=first.file) if e.source == "log" else e for e in d.evidence)
         d = replace(d, count=sum(o.diagnosis.count for o in occ), evidence=evidence, notes=notes,
                     confidence=max(o.diagnosis.confidence for o in occ), ranks=ranks, nodes=nodes,
@@ -100,13 +101,35 @@ def who(d: Diagnosis) -> str:
     return rank or node or (d.files[0] if d.files else "the log")
 
 
+# What a rank reports when another rank failed: never the cause when it is all the logs show.
+CONSEQUENCES = ("nccl-timeout",)
+
+
+def _waited_on(occ: Sequence[Occurrence]) -> tuple[str, ...]:
+    """Which sequence number each rank's collective waited on, when they differ: the ranks at the
+    lowest number are behind the others, and the hang is theirs to explain."""
+    by_seq: dict[int, set[int]] = {}
+    for o in occ:
+        seq, rank = o.diagnosis.captures.get("seq"), o.rank_seen
+        if isinstance(seq, str) and seq.isdigit() and rank is not None:
+            by_seq.setdefault(int(seq), set()).add(rank)
+    if len(by_seq) < 2:
+        return ()
+    parts = [f"SeqNum {seq}: rank{'s' if len(r) > 1 else ''} {_span(sorted(r))}" for seq, r in sorted(by_seq.items())]
+    return (f"the ranks waited on different collectives ({'; '.join(parts)}): the ranks at the lowest "
+            f"sequence number fell behind",)
+
+
 def headline(diagnoses: Sequence[Diagnosis]) -> str | None:
     """'rank 17 on node gpu-07 failed first with cuda-oom (at ...); 63 ranks then timed out in
-    NCCL', or None when no log diagnosis stands out as a cause."""
+    NCCL'; 'no rank shows a cause: ...' when the logs hold only consequences; or None when no
+    log diagnosis stands out."""
     causes = [d for d in diagnoses if d.count and not d.downstream_of_found]
     if not causes:
         return None
     top = causes[0]
+    if top.symptom in CONSEQUENCES and all(d.symptom in CONSEQUENCES for d in causes):
+        return _no_cause(top)
     text = f"{who(top)} failed first with {top.symptom} ({top.rule.id})"
     if top.first_seen:
         text += f" at {top.first_seen}"
@@ -126,4 +149,24 @@ def headline(diagnoses: Sequence[Diagnosis]) -> str | None:
 
 
 def _span(ranks: Sequence[int]) -> str:
-    return ",".join(map(str, ranks)) if len(ranks) <= 6 else f"{ranks[0]}..{ranks[-1]} ({len(ranks)})"
+    """'3', '0,1,2', '0..63', '0..63 except 17', '0..63 (40)'."""
+    if len(ranks) <= 6:
+        return ",".join(map(str, ranks))
+    gaps = sorted(set(range(ranks[0], ranks[-1] + 1)) - set(ranks))
+    if not gaps:
+        return f"{ranks[0]}..{ranks[-1]}"
+    if len(gaps) <= 3:
+        return f"{ranks[0]}..{ranks[-1]} except {','.join(map(str, gaps))}"
+    return f"{ranks[0]}..{ranks[-1]} ({len(ranks)})"
+
+
+def _no_cause(d: Diagnosis) -> str:
+    """Only timeouts: say so, name who timed out on what, and which ranks never said anything."""
+    op, seq = d.captures.get("op"), d.captures.get("seq")
+    what = f" waiting on {op}" + (f" SeqNum={seq}" if seq else "") if op else ""
+    text = f"no rank shows a cause: {who(d)} timed out in NCCL{what}"
+    silent = [r for r in range(max(d.ranks) + 1) if r not in d.ranks] if len(d.ranks) > 1 else []
+    if silent:
+        text += (f"; rank{'s' if len(silent) > 1 else ''} {_span(silent)} logged no timeout: look there first "
+                 f"(its own log, py-spy dump, the kernel log of its node)")
+    return text

@@ -80,6 +80,7 @@ class Series:
     rises: int = 0
     falls: int = 0
     recent: deque = field(default_factory=lambda: deque(maxlen=RECENT))
+    last_rise: int = 0  # the sample (1-based) that last rose: a warm-up rises first, then never again
 
     def add(self, x: float) -> None:
         if not self.recent:
@@ -87,6 +88,8 @@ class Series:
         self.rises += x > self.last
         self.falls += x < self.last
         self.samples += 1
+        if x > self.last:
+            self.last_rise = self.samples
         self.last = x
         self.min = min(self.min, x)
         self.max = max(self.max, x)
@@ -100,7 +103,11 @@ class Series:
                 "samples": self.samples, "rises": self.rises, "falls": self.falls,
                 "recent_first": base, "recent_rises": sum(b > a for a, b in steps),
                 "recent_falls": sum(b < a for a, b in steps),
-                "trend": (self.last - base) / abs(base) if base else 0.0}
+                "trend": (self.last - base) / abs(base) if base else 0.0,
+                # still climbing: it rose within the last quarter of its samples (at least the
+                # last RECENT); memory that rises over the first steps and then levels off is not
+                "still_rising": self.samples - self.last_rise < max(RECENT, self.samples // 4) if self.rises else False,
+                "per_sample": (self.last - self.first) / (self.samples - 1) if self.samples > 1 else 0.0}
 
 
 def series_view(series: dict[str, Series]) -> dict[str, dict]:
