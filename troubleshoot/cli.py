@@ -185,6 +185,7 @@ def _add_diagnose(sub) -> None:
                    help=format_help("text", "json", "markdown"))
     add_fail_on_arg(d)
     d.add_argument("--no-probe", action="store_true", help="do not probe this machine (log only)")
+    d.add_argument("--here", action="store_true", help="the logs came from this machine: use its facts whatever the logs' age or form (by default a log pasted, typed in or last written over a day ago is judged by its own facts alone)")
     d.add_argument("--snapshot", metavar="FILE", help="diagnose against a saved snapshot instead of this machine")
     d.add_argument("--python", metavar="PATH", help="interpreter whose frameworks to probe (a venv or conda env)")
     d.add_argument("--follow", metavar="PATH", help="follow a growing log: print new diagnoses as the job writes")
@@ -202,6 +203,7 @@ def _add_tui(sub) -> None:
     t.add_argument("--follow", metavar="PATH", help="follow a growing log; new diagnoses appear as it grows")
     t.add_argument("--snapshot", metavar="FILE", help="machine facts from a saved snapshot instead of probing")
     t.add_argument("--no-probe", action="store_true", help="do not probe this machine")
+    t.add_argument("--here", action="store_true", help="logs opened or pasted came from this machine: use its facts")
     t.add_argument("--root", metavar="DIR", help="apply fixes' file changes under DIR; run no commands")
     _add_rules_arg(t)
 

@@ -31,6 +31,8 @@ def add_parser(sub, add_rules_arg) -> None:
     facts.add_argument("--snapshot", metavar="FILE", help="a saved snapshot instead of probing this machine")
     facts.add_argument("--no-probe", action="store_true", help="no snapshot: do not probe this machine")
     b.add_argument("--python", metavar="PATH", help="interpreter whose frameworks to probe (a venv or conda env)")
+    b.add_argument("--here", action="store_true",
+                   help="the logs came from this machine: diagnose them with its facts, as diagnose --here")
     b.add_argument("--out", metavar="FILE",
                    help="the archive to write (default: troubleshoot-bundle-<UTC time>.tar.gz here); never "
                         "replaces a file without --force")

@@ -30,21 +30,27 @@ def cmd_diagnose(args, ctx: CommandContext) -> int:
     with inputwatch.progress_on(sys.stderr, colour=ctx.colour(sys.stderr), allowed=args.color != "never"):
         result = ctx.diagnose(sources)
     warn_problems(result.ruleset, ctx)
-    facts_source = ctx.machine().origin
-    source = result.source if facts_source is None or logs else facts_source
+    from troubleshoot.report.factsview import facts_lines
+
+    machine = sources.facts[0].origin if sources.facts else None
+    source = result.source if machine is None or logs else machine
+    opening = facts_lines(machine, result.log_facts, ctx.facts_note)
     if args.format == "json":
         from troubleshoot.report import jsonfmt
 
-        sys.stdout.write(jsonfmt.render(result.diagnoses, jsonfmt.result_meta(result, facts_source)))
+        sys.stdout.write(jsonfmt.render(result.diagnoses, jsonfmt.result_meta(result, machine, ctx.facts_note)))
     elif args.format == "markdown":
         from troubleshoot.report import markdown
 
-        sys.stdout.write(terminal_safe(markdown.render(result.diagnoses, source)))
+        head = "".join(f"{line}\n\n" for line in opening)
+        sys.stdout.write(terminal_safe(head + markdown.render(result.diagnoses, source)))
     else:
         from troubleshoot.report import text
 
         if result.headline:
             sys.stdout.write(terminal_safe(result.headline) + "\n\n")
+        if opening:
+            sys.stdout.write(terminal_safe("\n".join(opening)) + "\n\n")
         sys.stdout.write(text.render(result.diagnoses, colour=ctx.colour(sys.stdout),
                                      limit=None if args.all else 5, source=source,
                                      hint_args=ctx.hint_args(), rich=ctx.rich(sys.stdout),

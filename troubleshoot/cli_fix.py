@@ -46,6 +46,7 @@ def add_parsers(sub, add_rules_arg) -> None:
                    help="text: the plan as commands and diffs (default); json: plans and results for scripts")
     f.add_argument("--snapshot", metavar="FILE", help="machine facts from a saved snapshot instead of probing")
     f.add_argument("--no-probe", action="store_true", help="do not probe this machine")
+    f.add_argument("--here", action="store_true", help="the logs came from this machine: use its facts, as diagnose --here")
     add_rules_arg(f)
 
     u = sub.add_parser("undo", help="restore the files a fix changed (latest fix, or ID)")

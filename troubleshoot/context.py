@@ -54,6 +54,7 @@ class Options:
     color: str = "auto"  # --color: auto, always, never
     root: str | None = None  # --root: fixes' file changes land under it
     follow: str | None = None  # --follow: a growing log
+    here: bool = False  # --here: the logs came from this machine, whatever their age or form
 
     @classmethod
     def from_args(cls, args: Any) -> "Options":
@@ -67,7 +68,7 @@ class Options:
                    plugins=tuple(getattr(args, "plugins", None) or ()), snapshot=getattr(args, "snapshot", None),
                    probe=not getattr(args, "no_probe", False), python=getattr(args, "python", None),
                    color=getattr(args, "color", None) or "auto", root=getattr(args, "root", None),
-                   follow=getattr(args, "follow", None))
+                   follow=getattr(args, "follow", None), here=bool(getattr(args, "here", False)))
 
 
 @record(frozen=True)
@@ -94,6 +95,7 @@ class CommandContext:
     _ruleset: RuleSet | None = field(default=None, repr=False)
     _fixers: dict[str, Fixer] | None = field(default=None, repr=False)
     _told: set[str] = field(default_factory=set, repr=False)  # problems already told, each once
+    facts_note: str | None = None  # why this machine's facts were left out of the diagnosis, if they were
     _skipped: list[Skipped] = field(default_factory=list, repr=False)  # the logs' files left out as no logs
     # One lock per part: the TUI loads the rules in one thread while it probes in another.
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)  # plugins, probes, fixers
@@ -313,10 +315,27 @@ class CommandContext:
 
         logs = self.log_sources() if logs is None else list(logs)
         if facts is None and origin is None:
-            m = self.machine()
-            facts, origin = m.facts, m.origin
+            here, why = self.from_here(logs)
+            if here:
+                m = self.machine()
+                facts, origin = m.facts, m.origin
+            else:
+                self.facts_note = f"this machine's facts were not used: {why} (--here uses them)"
         return Sources(list(logs), [FactsSource(facts, origin or "machine facts")] if facts is not None else [],
                        skipped=list(self._skipped))
+
+    def from_here(self, logs: Sequence[LogSource]) -> tuple[bool, str]:
+        """Whether this machine's facts describe the machine `logs` came from (sources.from_here),
+        and why. A --snapshot and --no-probe decide by themselves; --here says yes."""
+        import time
+
+        from troubleshoot.sources import from_here
+
+        if self.options.snapshot or not self.options.probe:
+            return True, "facts as asked"
+        if self.options.here:
+            return True, "--here"
+        return from_here(logs, _isatty(sys.stdin), time.time())
 
     def diagnose(self, sources: Sources | None = None) -> Result:
         """The one way from this command's logs and facts to ranked diagnoses. What the reading
@@ -353,8 +372,10 @@ class CommandContext:
         return [word for spec in self.options.logs for word in ("--log", spec)]
 
     def facts_hint(self) -> list[str]:
-        """The words that give a printed command the same facts: the --snapshot, if any."""
-        return ["--snapshot", self.options.snapshot] if self.options.snapshot else []
+        """The words that give a printed command the same facts: the --snapshot, or --here."""
+        if self.options.snapshot:
+            return ["--snapshot", self.options.snapshot]
+        return ["--here"] if self.options.here else []
 
     # ------------------------------------------------------------ output
 

@@ -47,6 +47,7 @@ class Result:
     headline: str | None = None  # which rank/node failed first and what followed, for several logs
     skipped: list[Skipped] = field(default_factory=list)  # inputs left out: no text logs
     empty: list[str] = field(default_factory=list)  # logs read that held no bytes
+    log_facts: dict = field(default_factory=dict)  # what the logs printed about their own machine: path -> value
 
 
 def load_rules(rule_dirs: Sequence[str] = (), plugins=None) -> RuleSet:
@@ -171,7 +172,31 @@ def diagnose_scanned(scanned: Scanned, sources: Sources, ruleset: RuleSet) -> Re
         raise TroubleshootError(nothing_to_diagnose(skipped))
     result = _diagnosed(scanned.units, sources, ruleset)
     empty = [u.source.name for u in scanned.units if u.spool is None and not u.scan.total_bytes]
-    return replace(result, skipped=skipped, empty=list(dict.fromkeys(empty)))
+    return replace(result, skipped=skipped, empty=list(dict.fromkeys(empty)), log_facts=_log_facts(scanned.units))
+
+
+def _log_facts(units: list[_Unit]) -> dict:
+    """The facts the first log that printed any gave about its machine (torch, nvcc, the
+    driver...), by fact path: what a diagnosis of that log was judged by."""
+    for u in units:
+        if u.pasted:
+            out = {}
+            for path in u.pasted.lines:
+                value = _at(u.pasted.facts, path)
+                if value is not None and not isinstance(value, (dict, list)):
+                    out[path] = value
+            if out:
+                return out
+    return {}
+
+
+def _at(facts: Mapping, path: str):
+    node = facts
+    for key in path.split("."):
+        if not isinstance(node, Mapping) or key not in node:
+            return None
+        node = node[key]
+    return node
 
 
 def _diagnosed(units: list[_Unit], sources: Sources, ruleset: RuleSet) -> Result:

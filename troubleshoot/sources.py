@@ -453,3 +453,44 @@ class LogTail:
     def close(self) -> None:
         if self._f is not None:
             self._f.close()
+
+
+# A log file written within this long is taken as this machine's: the job ran here. An older
+# file (copied from a node, kept from last week) is judged by its own facts alone.
+HERE_WITHIN_S = 24 * 3600
+
+
+def from_here(logs: Iterable[LogSource], stdin_is_terminal: bool, now: float) -> tuple[bool, str]:
+    """Whether this machine's facts describe the machine these logs came from, and why (words for
+    the user). Here: a pipe, FIFO or device (a job streaming now), a file written within
+    HERE_WITHIN_S. Not here: text pasted or typed in, an older file."""
+    logs = list(logs)
+    if not logs:
+        return True, "no log"
+    for src in logs:
+        if src.text is not None:
+            return False, "the log was pasted"
+        if src.stdin:
+            if stdin_is_terminal:
+                return False, "the log was typed or pasted into the terminal"
+            return True, "the log was piped in"
+    newest = None
+    for src in logs:
+        try:
+            st = os.stat(src.path)
+        except OSError:
+            return True, "the log could not be dated"
+        if not stat.S_ISREG(st.st_mode):
+            return True, "the log is streamed from a pipe or a device"
+        newest = st.st_mtime if newest is None else max(newest, st.st_mtime)
+    age = now - (newest or now)
+    if age <= HERE_WITHIN_S:
+        return True, "the log was written on this machine in the last day"
+    return False, f"the log was last written {_age(age)} ago"
+
+
+def _age(seconds: float) -> str:
+    days = seconds / 86400
+    if days >= 2:
+        return f"{days:.0f} days"
+    return f"{seconds / 3600:.0f} hours"

@@ -333,7 +333,7 @@ def _diagnosis(t: RuleTrace, facts: Mapping | None, extra: Mapping[str, str] | N
                     evidence.append(Evidence(source="fact", text=f"{path} = {_short(value)}", path=path, value=value))
             evidence += _pasted_evidence(ctx.when.tree, pasted, evidence)
     if said:
-        where = "In the pasted state" if pasted else "On this machine"
+        where = "From the log" if pasted else "On this machine"
         explain += f"\n\n**{where}:** " + " ".join(said)
     notes = []
     if t.log_count > len(t.log_lines):

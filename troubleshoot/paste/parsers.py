@@ -44,6 +44,17 @@ PARSERS = (
     (LazyParser("dumps", "packages"), ("torch ", "torch\t", "tensorflow ", "tensorflow\t", "tensorflow-gpu ", "jax ",
                                        "jaxlib ", "PyTorch version", "Nvidia driver version")),
     (LazyParser("dumps", "environment"), tuple(f"{name}=" for name in PASTED_ENV)),
+    # the environment a job printed about itself: OpenMMLab's and detectron2's collect_env,
+    # torch.__config__.show(), nvcc --version, NCCL's banner, the driver's load line
+    (LazyParser("envblock", "envblock"), ("MMCV", "PyTorch: ", "detectron2", "Detectron2", "Cuda compilation tools",
+                                          "NCCL version ", "NVRM: loading", "CUDA Runtime ", "CUDA_VERSION=")),
+    # collective-hang reports: PyTorch's flight-recorder analyzer (fr_trace, torchfrtrace) and NCCL's RAS status
+    (LazyParser("collectives", "flight_recorder"),
+     ("joining collective", "group info: ", "Missing dump files from ranks", "missed FR dumps from ranks")),
+    (LazyParser("collectives", "nccl_ras"),
+     ("Group     Comms", "Missing communicator data from", "considered dead (unreachable via the RAS network)",
+      "Communicator ranks have different", "Asynchronous error", "Initialization error", "_DEAD: Process")),
+    (LazyParser("collectives", "nccl_ras_json"), ('"missing_ranks": [',)),
     # A `troubleshoot run --format json` report first: what the watcher measured wins over snapshots.
     (LazyParser("runreport", "report"), ('"run":',)),
     # GPU monitoring loops (troubleshoot.paste.monitor): their readings become run.* facts together;

@@ -44,9 +44,15 @@ def input_keys(skipped: Iterable[Skipped], empty: Iterable[str]) -> dict:
     return {"skipped": skipped_list(skipped), "empty": list(empty)}
 
 
-def result_meta(result: Result, facts_origin: str | None) -> dict:
-    """The document's keys besides the diagnoses, for a pipeline result whose facts came from
-    `facts_origin` ("this machine", "snapshot FILE", None): what `diagnose` prints and a
-    support bundle packs."""
+def result_meta(result: Result, facts_origin: str | None, facts_note: str | None = None) -> dict:
+    """The document's keys besides the diagnoses, for a pipeline result whose machine facts came
+    from `facts_origin` ("this machine", "snapshot FILE", None): what `diagnose` prints and a
+    support bundle packs. `facts_source` says whose facts judged the logs (the log's own, the
+    machine's, both), `log_facts` what the log said of its machine, `facts_note` why this
+    machine's were left out."""
+    from troubleshoot.report.factsview import facts_source
+
     return {"source": result.source, "lines": result.lines, "facts": facts_origin, "logs": result.logs,
-            "summary": result.headline, **input_keys(result.skipped, result.empty)}
+            "summary": result.headline, "facts_source": facts_source(facts_origin, result.log_facts),
+            "log_facts": dict(result.log_facts), "facts_note": facts_note,
+            **input_keys(result.skipped, result.empty)}

@@ -65,7 +65,7 @@ def _markdown(text: str, rich: bool, colour: bool, indent: str) -> list[str]:
     return [indent + ln if ln.strip() else "" for ln in body.splitlines()]
 
 
-_FOUND_BY = {"job": "from watching the job", "facts": "from machine facts"}
+_FOUND_BY = {"job": "from watching the job", "facts": "from machine facts", "printed": "from what the log printed"}
 
 
 def _one(i: int, v: DiagnosisView, st: Style, full: bool, rich: bool) -> str:

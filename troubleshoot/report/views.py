@@ -107,7 +107,7 @@ class DiagnosisView(NamedTuple):
     count: int  # matching log lines (0: found from facts)
     first_line: int | None
     last_line: int | None
-    found_by: str  # "log" (its lines), "job" (watching it run) or "facts"
+    found_by: str  # "log" (its lines), "job" (watching it run), "printed" (facts the log printed) or "facts"
     seen_on: str  # ranks, nodes, first file and time, for several logs; "" for one
     who: str  # where it was seen first: "rank 17 on node gpu-07", a file, or "the log"
     ranks: tuple[int, ...]
@@ -194,7 +194,10 @@ def _placeholders_of(rule: Rule) -> frozenset[str]:
 def _found_by(d: Diagnosis) -> str:
     if d.count:
         return "log"
-    return "job" if any((e.path or "").startswith("run.") for e in d.evidence) else "facts"
+    if any((e.path or "").startswith("run.") for e in d.evidence):
+        return "job"
+    # facts only, each shown beside the line of the log that printed it
+    return "printed" if any(e.source == "log" for e in d.evidence) else "facts"
 
 
 def _seen_on(d: Diagnosis) -> str:

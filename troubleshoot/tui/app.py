@@ -107,6 +107,8 @@ class TroubleshootApp(Jobs, App):
         self.progress = views.Progress(rules=True)
         self.bg = Background(self)
         self.scanned = None  # the kept scan of the current log (pipeline.Scanned)
+        self._facts_told: tuple | None = None  # the log whose facts were last told, and what was said
+        self.facts_word = ""  # whose facts judged the log shown, for the status line
         self._old_scans: list = []  # replaced scans, closed once a newer diagnosis is shown
         self.scan_key: tuple | None = None  # (path, pasted text) the kept scan is of
         self.scanning_key: tuple | None = None  # the one being scanned now
@@ -216,7 +218,7 @@ class TroubleshootApp(Jobs, App):
         r = self.result
         count = len(self.diagnoses) if r is not None else None
         lines = (r.scan.total_lines if r.scan else r.lines) if r is not None and (r.scan or r.lines) else None
-        extra = f"{self.unseen} new" if self.unseen else ""
+        extra = " · ".join(w for w in (f"{self.unseen} new" if self.unseen else "", self.facts_word) if w)
         source = r.source if r is not None else ("pasted log" if self.pasted is not None else self.log_path)
         self.sub_title = views.status_line(source, lines, count, self.progress).plain
         try:

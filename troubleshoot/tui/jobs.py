@@ -150,7 +150,10 @@ class Jobs:
         return self.ctx.log_sources([path] if path is not None else None, pasted=pasted)
 
     def _sources(self, logs, facts):
-        return self.ctx.sources(logs, facts, "machine facts")
+        """The logs with this machine's facts, unless the logs came from elsewhere (pasted, or
+        an old file: context.from_here); then with their own facts alone."""
+        here, _ = self.ctx.from_here(logs)
+        return self.ctx.sources(logs, facts if here else None, "machine facts")
 
     def _scan(self, key) -> None:
         from troubleshoot import pipeline
@@ -206,6 +209,7 @@ class Jobs:
         self.progress.scanning = False
         self._show_diagnoses(result)
         self._show_log()
+        self._tell_facts(result)
         if facts is not self.facts:  # facts arrived while the diagnosis ran: diagnose again, no new scan
             self._diagnose_scanned()
 
@@ -236,6 +240,26 @@ class Jobs:
         self.progress.diagnosing = False
         self._show_diagnoses(result)
         self._show_log()
+        self._tell_facts(result)
+
+    def _tell_facts(self, result) -> None:
+        """Whose machine judged the log, told once per log: what it printed of its own machine,
+        and why this machine's facts were left out."""
+        from troubleshoot.report.factsview import facts_lines
+
+        from troubleshoot.report.factsview import machine_facts
+
+        here, why = self.ctx.from_here(self.scan_logs or [])
+        note = None if here else f"this machine's facts were not used: {why}"
+        printed = bool(machine_facts(result.log_facts))
+        self.facts_word = ("facts: the log" if printed else "facts: none") if not here else \
+            ("facts: the log + this machine" if printed else "")
+        self._render_status()
+        said = facts_lines(None, result.log_facts, note)
+        key = (self.log_path, self.pasted, tuple(said))
+        if said and key != self._facts_told:
+            self._facts_told = key
+            self.notify(" ".join(said), title="Whose facts", markup=False)
 
     def poll_follow(self) -> None:
         """--follow: the log is diagnosed again once it has gained complete lines."""
