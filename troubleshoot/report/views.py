@@ -131,12 +131,12 @@ def diagnosis_view(d: Diagnosis, invocation: Invocation | None = None, machine: 
     fill = _filler(d.rule, d.captures)
     return DiagnosisView(
         key=d.rule.id + (f":xid{d.xid['code']}" if d.xid else ""),
-        rule=safe_line(d.rule.id), symptom=safe_line(d.symptom), title=safe_line(d.title),
+        rule=safe_line(d.rule.id), symptom=safe_line(d.symptom), title=fill(safe_line(d.title)),
         severity=safe_line(d.severity), confidence=d.confidence, action=safe_line(action_line(d)),
         count=d.count, first_line=d.first_line, last_line=d.last_line, found_by=_found_by(d),
         seen_on=safe_line(_seen_on(d)), who=safe_line(who(d)), ranks=tuple(d.ranks),
         files=tuple(safe_line(f) for f in d.files),
-        consequence=bool(d.downstream_of_found), notes=tuple(safe_line(n) for n in d.notes),
+        consequence=bool(d.downstream_of_found), notes=tuple(fill(safe_line(n)) for n in d.notes),
         evidence=tuple(_evidence(e) for e in d.evidence), facts=_facts(d, machine),
         explain=fill(safe_block(d.explain)), fixes=tuple(_fix(f, fill) for f in d.fixes),
         preview=_preview(d, invocation or Invocation()),
@@ -260,7 +260,9 @@ def _preview(d: Diagnosis, inv: Invocation) -> str:
 
 
 def diagnosis_record(d: Diagnosis) -> dict:
-    """The diagnosis as the JSON document holds it (schema 1, docs/json-output.md)."""
+    """The diagnosis as the JSON document holds it (schema 1, docs/json-output.md): its texts
+    worded as every view words them (a placeholder the log did not fill says so)."""
+    fill = _filler(d.rule, d.captures)
     evidence = []
     for e in d.evidence:
         if e.source == "log":
@@ -271,7 +273,7 @@ def diagnosis_record(d: Diagnosis) -> dict:
     return {
         "rule": d.rule.id,
         "symptom": d.symptom,
-        "title": d.title,
+        "title": fill(d.title),
         "severity": d.severity,
         "confidence": round(d.confidence, 3),
         "action": d.action,
@@ -281,10 +283,10 @@ def diagnosis_record(d: Diagnosis) -> dict:
         "last_line": d.last_line,
         "evidence": evidence,
         "captures": dict(d.captures),
-        "explain": d.explain,
-        "fixes": [{"fixer": f.fixer, "title": f.title, "params": dict(f.params)} for f in d.fixes],
+        "explain": fill(d.explain),
+        "fixes": [{"fixer": f.fixer, "title": fill(f.title), "params": dict(f.params)} for f in d.fixes],
         "references": list(d.rule.references),
-        "notes": list(d.notes),
+        "notes": [fill(n) for n in d.notes],
         "origin": {"path": d.rule.origin.path, "line": d.rule.origin.line, "pack": d.rule.origin.pack},
         "ranks": list(d.ranks),
         "nodes": list(d.nodes),
