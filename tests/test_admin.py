@@ -17,6 +17,7 @@ import pytest
 
 import admin_snapshots as snaps
 from conftest import REPO, run_main
+from test_output_schemas import assert_valid
 from troubleshoot.admin import events as ev
 from troubleshoot.admin import fleetreport, ladder, loop, policy, remediate, verify
 from troubleshoot.admin.slurmctl import NodeState, parse_nodes
@@ -38,6 +39,7 @@ def test_check_exit_codes_follow_the_verdict(tmp_path, snap, status, code):
     p = check(tmp_path, snap(), "--format", "json")
     assert p.returncode == code, p.stderr.decode()
     doc = json.loads(p.stdout)
+    assert_valid("check.schema.json", doc)
     assert doc["status"] == status and doc["exit"] == code and doc["node"] == "node3"
     if status == "PASS":
         assert doc["findings"] == [] and doc["reason"] is None
@@ -447,3 +449,21 @@ def test_a_dcgm_4_test_entry_is_read_inside_its_document():
     entry["results"][1]["status"] = "Fail"
     entry["results"][1]["warnings"] = [{"warning": "GPU 1 failed the diagnostic"}]
     assert verify.parse_dcgm(json.dumps(doc)) == ("failed", "diagnostic: GPU 1 failed the diagnostic")
+
+
+def test_fleet_check_of_recorded_snapshots_without_slurm_gives_the_verdicts(tmp_path):
+    folder = tmp_path / "snaps"
+    folder.mkdir()
+    snaps.write(folder / "gpu01.json", snaps.healthy())
+    snaps.write(folder / "gpu02.json", snaps.throttled())
+    snaps.write(folder / "gpu03.json", snaps.with_xid(79))
+    p = run_main("fleet", "check", "--snapshots", str(folder), "--db", str(tmp_path / "ev.db"), "--format", "json")
+    assert p.returncode == 2, p.stderr.decode()
+    doc = json.loads(p.stdout)
+    assert_valid("fleet-check.schema.json", doc)
+    assert doc["counts"] == {"PASS": 1, "WARN": 1, "FAIL": 1} and doc["drained"] == []
+    assert [n["status"] for n in doc["nodes"]] == ["PASS", "WARN", "FAIL"]
+    with ev.EventStore(tmp_path / "ev.db") as store:  # every verdict remembered, the failure as an incident
+        recorded = [(e.node, e.kind) for e in store.events(kinds=("check", "incident"))]
+    assert recorded[:2] == [("gpu03", "check"), ("gpu03", "incident")]  # the failing node first
+    assert sorted(recorded[2:]) == [("gpu01", "check"), ("gpu02", "check")]

@@ -20,7 +20,7 @@ from conftest import REPO, run_cli, run_main
 
 SCHEMAS = REPO / "troubleshoot" / "schemas"
 BASE_URI = "https://github.com/troubleshoot/troubleshoot/troubleshoot/schemas/"
-OUTPUTS = ("diagnose.schema.json", "fleet.schema.json", "run.schema.json")
+OUTPUTS = ("diagnose.schema.json", "fleet.schema.json", "run.schema.json", "check.schema.json", "fleet-check.schema.json")
 FIXTURES = REPO / "tests" / "fixtures"
 CUDA_OOM = REPO / "examples" / "logs" / "cuda-oom.log"
 XID79_DMESG = FIXTURES / "machines" / "xid-79" / "dmesg.txt"
