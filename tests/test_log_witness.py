@@ -189,3 +189,34 @@ def test_pasted_collective_reports_name_the_missing_and_the_late_ranks(tmp_path)
     assert late["rule"] == "collective-report-ranks-behind" and "ranks 7 launched" in " ".join(late["explain"].split())
     text = run_main("diagnose", "--no-probe", str(COLLECTIVES / "ras-2.30.7-walkthrough-straggler.txt")).stdout
     assert b"from what the log printed" in text
+
+
+# ------------------------------------------------------------------ stragglers
+
+def step_times(slow: dict[int, float]) -> str:
+    return "".join(f"[rank{r}]:step {step} | loss 2.31 | time {1.05 + 0.01 * (r % 3) + slow.get(r, 0.0):.3f} s\n"
+                   for step in range(0, 200, 10) for r in range(8))
+
+
+def test_the_rank_consistently_slower_than_its_peers_is_named_with_how_much(tmp_path):
+    doc = diagnose(tmp_path, step_times({5: 0.30}))
+    top = doc["diagnoses"][0]
+    assert top["rule"] == "rank-step-time-straggler" and top["ranks"] == [5]
+    assert top["notes"] == ["rank 5 is the slowest: step time 1.37 on average against 1.06, the median of the "
+                            "other 7 (+29 %)"]
+    assert doc["summary"] == top["notes"][0]
+
+
+def test_ranks_within_the_margin_and_one_log_alone_name_no_straggler(tmp_path):
+    assert diagnose(tmp_path, step_times({5: 0.05}))["diagnoses"] == []  # +5 %: within the 15 % margin
+    one = "".join(f"step {s} | loss 2.31 | time 1.234 s\n" for s in range(0, 200, 10))
+    assert diagnose(tmp_path, one, "one.log")["diagnoses"] == []
+
+
+def test_a_throughput_below_the_others_is_a_straggler_too(tmp_path):
+    # torchtitan's metrics line, one per rank, rank 2 at two thirds of the others' tokens per second
+    text = "".join(f"[rank{r}]:step: {s}  loss:  7.8912  memory: 31.24GiB(39.46%)  tps: {4_000 if r == 2 else 6_123:,}"
+                   f"  tflops: 231.19  mfu: 23.38%\n" for s in range(1, 40) for r in range(4))
+    top = diagnose(tmp_path, text)["diagnoses"][0]
+    assert top["rule"] == "rank-throughput-straggler" and top["ranks"] == [2]
+    assert "rank 2 is the slowest: rate 4,000 on average against 6,123, the median of the other 3 (+53 %)" in top["notes"][0]

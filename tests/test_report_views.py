@@ -70,9 +70,11 @@ def test_every_renderer_shows_the_views_words(rules_dir):
     assert "Stalled [bold]reads[/bold] \\x1b]0;t\\x07" in shown["text"] and "Stalled [bold]reads[/bold]" in shown["tui"]
     assert "• Look at [what: not in the log]  (advice)" in shown["tui"]
     assert "Run ls [what: not in the log] first." in shown["text"]
-    # JSON is the data as found: the rule's unfilled placeholders as the engine left them.
+    # JSON words them as every report does (a script shows its text to people too); the values
+    # as found are its `captures`.
     doc = json.loads(jsonfmt.render([d]))["diagnoses"][0]
-    assert doc == dict(v.record) and "on {what};" in doc["explain"] and doc["fixes"][0]["title"] == "Look at {what}"
+    assert doc == dict(v.record) and "on [what: not in the log];" in doc["explain"]
+    assert doc["fixes"][0]["title"] == "Look at [what: not in the log]" and doc["captures"] == {"val": "3\x07"}
 
 
 def test_a_captured_value_that_spells_a_placeholder_is_shown_as_read(rules_dir):
@@ -117,7 +119,7 @@ def test_pasted_state_is_named_as_the_machine_its_facts_describe():
     log = (REPO / "tests" / "fixtures" / "pasted" / "lsmod-nouveau.txt").read_text()
     d = next(d for d in pipeline.run(None, log_text=log).diagnoses if d.rule.id == "nouveau-loaded-facts")
     assert [(f.path, f.machine) for f in diagnosis_view(d).facts] == [
-        ("kernel.modules.nouveau", "the state pasted in the log")]
+        ("kernel.modules.nouveau", "the log")]
     facts_only = pipeline.run(None, facts={"kernel": {"modules": {"nouveau": True}}}).diagnoses
     assert all(f.machine == "this machine" for x in facts_only for f in diagnosis_view(x).facts)
 

@@ -523,4 +523,4 @@ async def test_facts_read_from_pasted_state_say_so_in_the_machine_tab():
         await wait_for(pilot, lambda: any(d.rule.id == "nouveau-loaded-facts" for d in app.diagnoses))
         await pilot.press("m")
         shown = str(app.query_one("#machine-facts").render())
-        assert "★ kernel.modules.nouveau = true   (nouveau-loaded-facts, from the state pasted in the log)" in shown
+        assert "★ kernel.modules.nouveau = true   (nouveau-loaded-facts, from the log)" in shown

@@ -156,6 +156,9 @@ class Rule:
     examples: Examples = Examples()
     action: str | None = None  # recovery action (the Xid catalog's vocabulary), or None
     catalog: str | None = None  # "xid": symptom, severity and action of each line come from the Xid catalog
+    # (series, worse, by): a rule that fires only across ranks, on the ranks whose followed number
+    # (a capture) is worse ("higher" or "lower") than the others' median by more than `by` (0.15: 15 %)
+    compare: tuple[str, str, float] | None = None
 
     @property
     def captures(self) -> tuple[str, ...]:
@@ -203,6 +206,7 @@ class Diagnosis:
     first_seen: str | None = None  # the timestamp of its first line, as the log wrote it
     action: str | None = None  # what to do now (ignore, restart-app, reset-gpu, reboot, ...), None if the rule has none
     xid: Mapping[str, Any] | None = None  # {code, pci, name} when the diagnosis came from an Xid
+    series: Mapping[str, Any] = field(default_factory=dict)  # the followed numbers, for a rule that compares ranks
 
     @property
     def symptom(self) -> str:

@@ -355,6 +355,7 @@ def _diagnosis(t: RuleTrace, facts: Mapping | None, extra: Mapping[str, str] | N
         captures=values,
         notes=tuple(notes),
         action=rule.action,
+        series=dict(t.series) if rule.compare else {},
     )
 
 

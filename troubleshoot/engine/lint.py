@@ -11,7 +11,7 @@ from troubleshoot.errors import Problem
 from troubleshoot.schemas.factpaths import documented_paths, open_paths
 
 SERIES_KEYS = {"first", "last", "min", "max", "samples", "rises", "falls", "recent_first", "recent_rises",
-               "recent_falls", "trend", "still_rising", "per_sample"}
+               "recent_falls", "trend", "still_rising", "per_sample", "steady_mean"}
 
 # Ordinary lines of a healthy training log: a pattern that matches them would flood diagnoses.
 ORDINARY_LINES = (

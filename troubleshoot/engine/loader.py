@@ -23,8 +23,9 @@ from troubleshoot.model import SEVERITIES, Condition, ContextNote, Examples, Fix
 
 RULE_KEYS = {
     "id", "symptom", "title", "severity", "confidence", "downstream_of", "refines", "match",
-    "context", "explain", "fixes", "references", "examples", "action", "catalog",
+    "context", "explain", "fixes", "references", "examples", "action", "catalog", "compare",
 }
+COMPARE_KEYS = {"series", "worse", "by"}
 CATALOGS = ("xid",)
 CONTEXT_KEYS = {"when", "confidence", "note"}
 MATCH_KEYS = {"log", "with_log", "without_log", "where", "facts"}
@@ -136,6 +137,7 @@ def _build_rule(item: Any, path: Path, line: int, pack: str, taxonomy: dict[str,
     context = tuple(_context(item, label, problem))
     fixes = tuple(_fixes(item, label, problem))
     examples = _examples(item, label, problem, needs=bool(logs["log"]))
+    compare = _compare(item, logs["log"], label, problem)
     if problems:
         return None
     return Rule(
@@ -143,8 +145,29 @@ def _build_rule(item: Any, path: Path, line: int, pack: str, taxonomy: dict[str,
         explain=item["explain"].strip(), origin=Origin(str(path), line, pack), confidence=confidence,
         downstream_of=tuple(downstream), refines=tuple(refines), log=logs["log"], with_log=logs["with_log"],
         without_log=logs["without_log"], where=where, facts=facts, context=context, fixes=fixes,
-        references=tuple(references), examples=examples, action=action, catalog=catalog,
+        references=tuple(references), examples=examples, action=action, catalog=catalog, compare=compare,
     )
+
+
+def _compare(item, logs, label: str, problem) -> tuple[str, str, float] | None:
+    """`compare: {series: step_ms, worse: higher, by: 0.15}`: a capture every log pattern names,
+    compared across ranks."""
+    spec = item.get("compare")
+    if spec is None:
+        return None
+    line = item.line_of("compare")
+    if not isinstance(spec, dict) or set(spec) - COMPARE_KEYS or "series" not in spec:
+        problem(line, f"{label}compare must be a mapping of series (a capture), worse (higher or lower) and by")
+        return None
+    series, worse, by = spec.get("series"), spec.get("worse", "higher"), spec.get("by", 0.15)
+    if not logs or any(series not in p.groups for p in logs):
+        problem(line, f"{label}compare: every log pattern must capture (?P<{series}>...)")
+    if worse not in ("higher", "lower"):
+        problem(line, f"{label}compare: worse must be higher or lower, not {worse!r}")
+    if isinstance(by, bool) or not isinstance(by, (int, float)) or not 0 < by < 10:
+        problem(line, f"{label}compare: by must be a fraction above 0 (0.15: 15 %), not {by!r}")
+        return None
+    return (str(series), str(worse), float(by))
 
 
 def _required(item, label: str, problem) -> bool:

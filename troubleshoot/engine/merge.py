@@ -50,6 +50,11 @@ def merge(occurrences: Sequence[Occurrence]) -> list[Diagnosis]:
     merged: list[tuple[Diagnosis, tuple]] = []
     for occ in by_rule.values():
         occ.sort(key=Occurrence.key)
+        if occ[0].diagnosis.rule.compare:
+            d = compared(occ)
+            if d is not None:
+                merged.append((d, occ[0].key()[:1]))
+            continue
         first = occ[0]
         d = first.diagnosis
         ranks = tuple(sorted({r for r in (o.rank_seen for o in occ) if r is not None}))
@@ -120,13 +125,57 @@ def _waited_on(occ: Sequence[Occurrence]) -> tuple[str, ...]:
             f"sequence number fell behind",)
 
 
+def _source_of(o: Occurrence) -> str:
+    rank = o.rank_seen
+    if rank is not None:
+        return f"rank {rank}" + (f" on node {o.node}" if o.node else "")
+    return f"node {o.node}" if o.node else (o.file or "a log")
+
+
+def _num(x: float) -> str:
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.3g}"
+
+
+def compared(occ: Sequence[Occurrence]) -> Diagnosis | None:
+    """A rule that compares ranks (Rule.compare): its diagnosis on the sources whose followed
+    number is worse than the median of the others by more than the rule's margin, or None when
+    fewer than three sources followed it or none stands out."""
+    name, worse, by = occ[0].diagnosis.rule.compare
+    values = [(o, o.diagnosis.series[name]["steady_mean"]) for o in occ if name in o.diagnosis.series]
+    if len(values) < 3:
+        return None
+    out = []
+    for i, (o, v) in enumerate(values):
+        others = sorted(x for j, (_, x) in enumerate(values) if j != i)
+        median = others[len(others) // 2] if len(others) % 2 else (others[len(others) // 2 - 1] + others[len(others) // 2]) / 2
+        if median <= 0 or v <= 0:
+            continue
+        ratio = v / median if worse == "higher" else median / v
+        if ratio > 1 + by:
+            out.append((ratio, o, v, median))
+    if not out:
+        return None
+    out.sort(key=lambda t: -t[0])
+    notes = tuple(f"{_source_of(o)} is the slowest: {name.replace('_', ' ')} {_num(v)} on average against {_num(m)}, the "
+                  f"median of the other {len(values) - 1} (+{100 * (r - 1):.0f} %)" for r, o, v, m in out)
+    worst = out[0][1]
+    ranks = tuple(sorted(o.rank_seen for _, o, _, _ in out if o.rank_seen is not None))
+    nodes = tuple(dict.fromkeys(o.node for _, o, _, _ in out if o.node))
+    files = tuple(dict.fromkeys(o.file for _, o, _, _ in out if o.file))
+    evidence = tuple(replace(e, file=worst.file) if e.source == "log" else e for e in worst.diagnosis.evidence)
+    return replace(worst.diagnosis, ranks=ranks, nodes=nodes, files=files, evidence=evidence, notes=notes,
+                   count=sum(o.diagnosis.count for _, o, _, _ in out),
+                   first_seen=str(worst.stamp) if worst.stamp else None)
+
+
 def headline(diagnoses: Sequence[Diagnosis]) -> str | None:
     """'rank 17 on node gpu-07 failed first with cuda-oom (at ...); 63 ranks then timed out in
     NCCL'; 'no rank shows a cause: ...' when the logs hold only consequences; or None when no
     log diagnosis stands out."""
-    causes = [d for d in diagnoses if d.count and not d.downstream_of_found]
+    causes = [d for d in diagnoses if d.count and not d.downstream_of_found and not d.rule.compare]
     if not causes:
-        return None
+        slow = next((d for d in diagnoses if d.rule.compare), None)
+        return slow.notes[0] if slow is not None and slow.notes else None
     top = causes[0]
     if top.symptom in CONSEQUENCES and all(d.symptom in CONSEQUENCES for d in causes):
         return _no_cause(top)

@@ -223,10 +223,10 @@ def _evidence(e: Evidence) -> EvidenceView:
 
 
 def _facts(d: Diagnosis, machine: str) -> tuple[FactView, ...]:
-    # A fact read from state pasted into the log comes with the line that showed it (the
-    # engine words such a diagnosis "In the pasted state"); several nodes name themselves.
+    # A fact the log printed about its machine comes with the line that showed it (the engine
+    # words such a diagnosis "From the log"); several nodes name themselves.
     if any(e.source == "log" and e.path for e in d.evidence):
-        machine = "the state pasted in the log"
+        machine = "the log"
     elif d.nodes:
         machine = f"node{'s' if len(d.nodes) > 1 else ''} {', '.join(d.nodes)}"
     return tuple(FactView(safe_line(e.path), safe_line(e.text.split(" = ", 1)[-1]), safe_line(machine))

@@ -81,6 +81,7 @@ class Series:
     falls: int = 0
     recent: deque = field(default_factory=lambda: deque(maxlen=RECENT))
     last_rise: int = 0  # the sample (1-based) that last rose: a warm-up rises first, then never again
+    total: float = 0.0  # of every sample after the first (the first step of a job is its slowest)
 
     def add(self, x: float) -> None:
         if not self.recent:
@@ -88,6 +89,7 @@ class Series:
         self.rises += x > self.last
         self.falls += x < self.last
         self.samples += 1
+        self.total += x
         if x > self.last:
             self.last_rise = self.samples
         self.last = x
@@ -107,7 +109,8 @@ class Series:
                 # still climbing: it rose within the last quarter of its samples (at least the
                 # last RECENT); memory that rises over the first steps and then levels off is not
                 "still_rising": self.samples - self.last_rise < max(RECENT, self.samples // 4) if self.rises else False,
-                "per_sample": (self.last - self.first) / (self.samples - 1) if self.samples > 1 else 0.0}
+                "per_sample": (self.last - self.first) / (self.samples - 1) if self.samples > 1 else 0.0,
+                "steady_mean": self.total / (self.samples - 1) if self.samples > 1 else self.first}
 
 
 def series_view(series: dict[str, Series]) -> dict[str, dict]:
@@ -123,11 +126,16 @@ def series_view(series: dict[str, Series]) -> dict[str, dict]:
     return out
 
 
+_THOUSANDS = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?")  # "6,123" as a job's log prints a count
+
+
 def _number(text: str) -> float | None:
     try:
         return float(text)
     except ValueError:
         pass
+    if _THOUSANDS.fullmatch(text):
+        return float(text.replace(",", ""))
     try:
         return float(parse_bytes(text))
     except ValueError:
