@@ -485,7 +485,7 @@ def from_here(logs: Iterable[LogSource], stdin_is_terminal: bool, now: float) ->
         newest = st.st_mtime if newest is None else max(newest, st.st_mtime)
     age = now - (newest or now)
     if age <= HERE_WITHIN_S:
-        return True, "the log was written on this machine in the last day"
+        return True, "the log was written in the last day"
     return False, f"the log was last written {_age(age)} ago"
 
 
