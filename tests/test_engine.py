@@ -169,6 +169,24 @@ def test_lint_flags_patterns_that_match_every_line(rules_dir):
     assert "pattern matches an empty line" in text and "matches ordinary training-log lines" in text
 
 
+def test_lint_flags_a_pattern_whose_prefilter_form_is_common(rules_dir):
+    # `(?i)...\s(nan|-?inf)` once dropped `loss` as a common word: " INFO" then made every INFO
+    # line a candidate the verifier checked one by one
+    text = "".join(textwrap.dedent(f"""\
+        - id: {rid}
+          symptom: nan-loss
+          title: {rid} title
+          severity: warning
+          match:
+            log: ['{pattern}']
+          explain: x
+          examples: {{match: ['step 10 loss nan'], no_match: ['step 10 loss 1.2']}}
+        """) for rid, pattern in (("nan-or-inf", r"(?i)\bloss\s+(?P<value>nan|-?inf)\b"),
+                                  ("nan-only", r"(?i)\bloss\s+(?P<value>nan)\b")))
+    problems = [str(p) for p in lint(load(rules_dir, text)) if "prefilter form" in str(p)]
+    assert len(problems) == 1 and "rule 'nan-or-inf'" in problems[0]
+
+
 def test_example_failures_name_rule_and_example(rules_dir):
     rs = load(rules_dir, textwrap.dedent("""\
     - id: wrong-examples

@@ -80,7 +80,24 @@ def lint(ruleset: RuleSet, extra_areas: frozenset[str] = frozenset(), fixers: di
             elif hits >= 2:
                 problems.append(Problem(rule.origin.path, p.line,
                                         f"rule {rule.id!r}: pattern matches ordinary training-log lines", level="warning"))
+            elif _prefilter_hits(p.source) >= 2:
+                problems.append(Problem(rule.origin.path, p.line, (
+                    f"rule {rule.id!r}: what the scanner searches for this pattern (its prefilter form, "
+                    f"after common words and optional ends are dropped) matches ordinary training-log lines: "
+                    f"every such line would be checked one by one; keep a rare literal in the pattern"),
+                    level="warning"))
     return sorted(problems, key=lambda p: (p.path, p.line or 0))
+
+
+def _prefilter_hits(source: str) -> int:
+    """How many ordinary lines the hyperscan prefilter form of a pattern proposes."""
+    from troubleshoot.scan.prefilter import prefilter_source
+
+    try:
+        form = re.compile(prefilter_source(source), re.MULTILINE)
+    except (re.error, ValueError):
+        return 0  # a form Python cannot read is hyperscan's business; the scan tests cover it
+    return sum(1 for line in ORDINARY_LINES if line and form.search(line))
 
 
 def _fact_problems(rule, extra_areas: frozenset[str]) -> list[Problem]:
