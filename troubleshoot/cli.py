@@ -286,7 +286,9 @@ _COMMAND_NAMES = frozenset(n for names, _ in _SUBCOMMANDS for n in names)
 
 # Commands whose files are all written and closed before they return: the `troubleshoot`
 # command leaves them without the interpreter's teardown (see `entry`).
-QUICK_EXIT = frozenset({"diagnose", "probe", "run"})
+# `check` too: a health check whose NVML call hung leaves that probe's thread blocked in C, and
+# the interpreter's teardown must not wait on it.
+QUICK_EXIT = frozenset({"diagnose", "probe", "run", "check"})
 # The TUI (`tui`, or no command on a terminal): `q` never waits for a probe still running.
 LEAVE_AT_ONCE = frozenset({"tui", None})
 _last_command: str | None = None  # what main() ran, for entry()
