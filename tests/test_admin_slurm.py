@@ -112,3 +112,39 @@ def test_fleet_check_probes_the_nodes_through_srun(nodes, tmp_path):
     assert sorted(n["node"] for n in doc["nodes"]) == [f"node{i}" for i in range(1, NODES + 1)]
     assert all(n["facts_from"].endswith("through srun") for n in doc["nodes"])
     assert doc["drained"] == [] and [n for n, (s, _) in sinfo().items() if "drain" in s] == []
+
+
+def test_the_end_of_the_ladder_gives_troubleshoot_s_own_drain_a_new_reason_and_leaves_an_admin_s(nodes, tmp_path,
+                                                                                               monkeypatch):
+    from datetime import datetime, timedelta, timezone
+
+    from troubleshoot.admin import events, policy, remediate
+    from troubleshoot.admin.nodecheck import verdict_of
+    from troubleshoot.admin.slurmctl import Slurm
+    from troubleshoot.engine.ruleset import load_ruleset
+    from troubleshoot.probes.base import run_command
+    from troubleshoot.snapshot import complete
+
+    monkeypatch.setattr(remediate.os, "geteuid", lambda: 0)  # the ladder's last rung runs no command
+    subprocess.run(["scontrol", "update", "nodename=node2", "state=drain", "reason=maintenance: fan swap"],
+                   timeout=20, check=True)
+    facts = complete(snaps.with_xid(48))
+    limits = policy.Limits(max_drain=4)
+    earlier = (datetime.now(timezone.utc) - timedelta(hours=3)).isoformat(timespec="seconds")
+    slurm = Slurm()
+    with events.EventStore(tmp_path / "ev.db") as store:
+        for node in ("node2", "node3"):  # two reboots of this GPU already: the ladder is spent
+            for _ in range(2):
+                store.record(node, "repair", status="done", action="reboot", gpu="0000:3b:00", xid=48, time=earlier)
+            v = verdict_of(node, facts, "test", load_ruleset(use_config=False))
+            states = slurm.nodes()
+            p = remediate.plan(v, states[node], store, limits, policy.Room.from_nodes(limits, states), facts, True,
+                               "python3")
+            assert p.rung.name == "service_required"
+            # the evidence is this machine's own (journalctl, nvidia-smi where present)
+            assert remediate.apply(p, states[node], store, slurm, limits, run_command, facts, "python3",
+                                   lambda line: None) == "service_required"
+    after = sinfo()
+    assert after["node2"] == ("drained", "maintenance: fan swap")
+    assert after["node3"][1].startswith("troubleshoot: service_required [hw] Xid 48 on 0000:3b:00")
+    assert "evidence" in after["node3"][1]

@@ -168,11 +168,13 @@ def apply(p: Plan, state: NodeState, store: EventStore, slurm: Slurm | None, lim
             slurm.drain(node, reason)
             store.record(node, "drain", status="done", reason=reason, **ev)
             say(f"drained {node}")
+    # Slurm's node reason is troubleshoot's to change only on a node it drained (now or before)
+    ours = slurm if slurm is not None and p.drain is not None and (p.drain.act == "drain" or state.ours) else None
     if p.rung.name == "service_required":
-        return _service(p, slurm, store, ev, say)
+        return _service(p, ours, store, ev, say)
     ok = _repair(p, store, runner, ev, say)
     if not p.rung.verify_now:
-        return "rebooting" if ok else _escalate(p, slurm, store, ev, say, "the reboot could not be scheduled")
+        return "rebooting" if ok else _escalate(p, ours, store, ev, say, "the reboot could not be scheduled")
     checks = verify.run(python, _gpus(facts), runner) if ok else []
     result = verify.verdict(checks) if ok else "failed"
     store.record(node, "verify", status=result, reason="; ".join(f"{c.name} {c.status}" for c in checks) or
@@ -180,13 +182,13 @@ def apply(p: Plan, state: NodeState, store: EventStore, slurm: Slurm | None, lim
     for c in checks:
         say(f"verify {c.name}: {c.status}: {c.detail}")
     if result == "passed":
-        if slurm is not None and (p.drain is not None and (p.drain.act == "drain" or state.ours)):
-            slurm.resume(node)
+        if ours is not None:
+            ours.resume(node)
             store.record(node, "resume", status="done", reason=f"verified after {p.rung.name}", **ev)
             say(f"resumed {node}")
         return "resumed"
     loop.trip_if_due(store, limits)
-    return _escalate(p, slurm, store, ev, say, "verification failed")
+    return _escalate(p, ours, store, ev, say, "verification failed")
 
 
 def _repair(p: Plan, store: EventStore, runner: Callable, ev: dict, say: Callable[[str], None]) -> bool:
@@ -202,20 +204,22 @@ def _repair(p: Plan, store: EventStore, runner: Callable, ev: dict, say: Callabl
     return True
 
 
-def _escalate(p: Plan, slurm: Slurm | None, store: EventStore, ev: dict, say, why: str) -> str:
+def _escalate(p: Plan, ours: Slurm | None, store: EventStore, ev: dict, say, why: str) -> str:
     nxt = ladder.RUNGS[min(ladder.RUNGS.index(p.rung.name) + 1, len(ladder.RUNGS) - 1)]
     store.record(p.verdict.node, "escalate", status=nxt, reason=f"{why} after {p.rung.name}: next {nxt}",
                  **{**ev, "action": nxt})
     say(f"escalated: {why}; next rung: {nxt}; {p.verdict.node} stays drained")
     if nxt == "service_required":
-        return _service(p, slurm, store, ev, say)
+        return _service(p, ours, store, ev, say)
     return "escalated"
 
 
-def _service(p: Plan, slurm: Slurm | None, store: EventStore, ev: dict, say) -> str:
+def _service(p: Plan, ours: Slurm | None, store: EventStore, ev: dict, say) -> str:
+    """The end of the ladder: the node stays out of service for a person. `ours`: Slurm, when
+    the node is troubleshoot's to give a new reason (else its reason stays as someone set it)."""
     reason = _service_reason(p)
-    if slurm is not None:
-        slurm.drain(p.verdict.node, reason)  # a drained node takes the new reason
+    if ours is not None:
+        ours.drain(p.verdict.node, reason)  # a drained node takes the new reason
     store.record(p.verdict.node, "escalate", status="service_required", reason=reason,
                  **{**ev, "action": "service_required"})
     say(f"service required: {reason}")
