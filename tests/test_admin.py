@@ -19,7 +19,7 @@ import admin_snapshots as snaps
 from conftest import REPO, run_main
 from test_output_schemas import assert_valid
 from troubleshoot.admin import events as ev
-from troubleshoot.admin import fleetreport, ladder, loop, policy, remediate, verify
+from troubleshoot.admin import loop, policy, remediate, verify
 from troubleshoot.admin.slurmctl import NodeState, parse_nodes
 from troubleshoot.probes.base import CmdResult
 

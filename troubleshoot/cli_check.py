@@ -8,13 +8,15 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from troubleshoot.cli_admin import add_admin_args, add_limit_args, iso_time, node_facts, node_verdict, settings, slurm_view, store
+from troubleshoot.cli_admin import (add_admin_args, add_limit_args, iso_time, node_facts, node_verdict, settings,
+                                    slurm_view, store)
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.textsafe import terminal_safe
 
 if TYPE_CHECKING:
     from troubleshoot.admin.loop import Outcome
     from troubleshoot.context import CommandContext
+
 
 def add_parsers(sub, add_rules_arg) -> None:
     c = sub.add_parser("check", help="a node's verdict: PASS, WARN or FAIL (exit 0, 1, 2), for health checks")

@@ -9,6 +9,7 @@ first, then severity, then the earliest first seen.
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import replace
 from typing import Sequence
 
@@ -146,8 +147,7 @@ def compared(occ: Sequence[Occurrence]) -> Diagnosis | None:
         return None
     out = []
     for i, (o, v) in enumerate(values):
-        others = sorted(x for j, (_, x) in enumerate(values) if j != i)
-        median = others[len(others) // 2] if len(others) % 2 else (others[len(others) // 2 - 1] + others[len(others) // 2]) / 2
+        median = statistics.median(x for j, (_, x) in enumerate(values) if j != i)
         if median <= 0 or v <= 0:
             continue
         ratio = v / median if worse == "higher" else median / v
