@@ -1,9 +1,10 @@
 """How far the tool may reach, and what it does with one verdict: pure decisions.
 
 - Drains: none within `boot_grace_s` of a boot (services still starting); at most `max_drain`
-  nodes held by this tool across the cluster and `max_drain_percent` of each partition (by default 1 node or 10 % of the partition, whichever is larger); a node
-  drains after `fail_after` failing checks in a row; a node drained by anyone else is never
-  touched (the finding is recorded).
+  nodes held by this tool across the cluster and `max_drain_percent` of each partition (by
+  default 1 node or 10 % of the partition, whichever is larger); a node drains after
+  `fail_after` failing checks in a row; a node drained by anyone else is never touched (the
+  finding is recorded).
 - Resumes: only a node this tool drained, after `pass_after` passing checks in a row since the
   drain (a warning breaks the run).
 - Repairs: `cooldown_s` between repairs of one node; after `breaker_failures` failed
