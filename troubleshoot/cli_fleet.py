@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 
 
 def add_parser(sub, add_rules_arg, parser_class) -> None:
-    f = sub.add_parser("fleet", help="many nodes: collect snapshots through Slurm, compare and diagnose them")
+    f = sub.add_parser("fleet", help="many nodes: collect, compare and diagnose snapshots; check, drain and resume "
+                                     "through Slurm; report on the event store")
     fsub = f.add_subparsers(dest="fleet_command", metavar="SUBCOMMAND", parser_class=parser_class)
     p = fsub.add_parser("probe", help="one snapshot per node (troubleshoot probe through srun) into --out DIR")
     p.add_argument("--slurm", action="store_true", required=True, help="collect through Slurm (srun)")
