@@ -148,3 +148,8 @@ def test_the_end_of_the_ladder_gives_troubleshoot_s_own_drain_a_new_reason_and_l
     assert after["node2"] == ("drained", "maintenance: fan swap")
     assert after["node3"][1].startswith("troubleshoot: service_required [hw] Xid 48 on 0000:3b:00")
     assert "evidence" in after["node3"][1]
+
+
+def test_a_node_slurm_does_not_know_is_one_line(nodes, tmp_path):
+    p = check(tmp_path, "node9", snaps.healthy())
+    assert p.returncode == 2 and p.stderr.decode().strip() == "troubleshoot: error: scontrol show node: Node node9 not found"

@@ -72,18 +72,22 @@ def node_verdict(events: EventStore, node: str, facts, origin: str, ctx: Command
     return nodecheck.verdict_of(node, facts, origin, ctx.ruleset(), since=repaired.time if repaired else None)
 
 
-def slurm_view(asked: bool, limits: Limits, node: str) -> tuple[Slurm | None, NodeState, Room]:
-    """Slurm (when --slurm asked for it), the node's state there and the room the limits leave."""
+def slurm_view(asked: bool, limits: Limits, node: str, failing: bool) -> tuple[Slurm | None, NodeState, Room]:
+    """Slurm (when --slurm asked for it), the node's state there and the room the limits leave.
+    Every node's state is asked for only when a drain may follow (`failing`, on a node not
+    drained yet): on a large cluster every node's health check runs every few minutes, and
+    listing all nodes each time would load the controller for nothing."""
     from troubleshoot.admin.policy import Room
     from troubleshoot.admin.slurmctl import NodeState, Slurm
 
     if not asked:
         return None, NodeState(node, "UNKNOWN"), Room(limits)
     slurm = Slurm()
+    state = slurm.node(node)
+    if not failing or state.drained:
+        return slurm, state, Room(limits)
     nodes = slurm.nodes()
-    if node not in nodes:
-        raise TroubleshootError(f"Slurm knows no node {node!r} (--node names it)")
-    return slurm, nodes[node], Room.from_nodes(limits, nodes)
+    return slurm, nodes.get(node, state), Room.from_nodes(limits, nodes)
 
 
 def iso_time(text: str, option: str) -> str:

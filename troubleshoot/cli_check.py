@@ -57,7 +57,7 @@ def cmd_check(args, ctx: CommandContext) -> int:
     node = check_name(args.node or nodecheck.node_name(facts))
     with store(args, s) as events:
         verdict = node_verdict(events, node, facts, origin, ctx)
-        slurm, state, room = slurm_view(args.slurm, s.limits, node)
+        slurm, state, room = slurm_view(args.slurm, s.limits, node, verdict.status == "FAIL")
         outcome = loop.carry_out(verdict, state, events, slurm, s.limits, room)
     _render_check(args.format, outcome)
     return verdict.exit_code if args.format != "npd" else (1 if verdict.status == "FAIL" else 0)

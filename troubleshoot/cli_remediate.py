@@ -46,7 +46,7 @@ def cmd_remediate(args, ctx: CommandContext) -> int:
     node = check_name(args.node or nodecheck.node_name(facts))
     with store(args, s) as events:
         verdict = node_verdict(events, node, facts, origin, ctx)
-        slurm, state, room = slurm_view(args.slurm, s.limits, node)
+        slurm, state, room = slurm_view(args.slurm, s.limits, node, verdict.status == "FAIL")
         p = remediate.plan(verdict, state, events, s.limits, room, facts, args.slurm, python)
         if not args.apply:
             _render(args.format, p, str(events.path), None)

@@ -73,7 +73,9 @@ class Slurm:
     def _run(self, argv: Sequence[str]) -> str:
         r = self.runner(list(argv), self.timeout)
         if not r.ok:
-            why = r.error or (r.stderr.strip().splitlines() or [f"exit status {r.returncode}"])[-1]
+            # scontrol says some failures on stdout ("Node node9 not found")
+            said = (r.stderr.strip() or r.stdout.strip()).splitlines()
+            why = r.error or (said or [f"exit status {r.returncode}"])[-1]
             raise TroubleshootError(f"{' '.join(argv[:3])}: {why}")
         return r.stdout
 
