@@ -237,6 +237,7 @@ def test_history_lists_and_json(tmp_path):
     assert rows[0]["root"] == str(tmp_path)
 
 
+@pytest.mark.slow  # pip installs a package into a fresh venv: seconds of the default suite's three minutes
 def test_third_party_fixer_package_installs_and_a_team_rule_uses_it(tmp_path):
     site = tmp_path / "site"
     pkg = REPO / "docs" / "examples" / "troubleshoot-acme"

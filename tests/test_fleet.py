@@ -106,6 +106,7 @@ sys.stdout.write(open(sys.argv[2]).read())
 """
 
 
+@pytest.mark.slow  # waits out a node's deadline by design
 def test_fleet_probe_cuts_off_a_hanging_node_at_its_deadline_while_the_others_arrive(tmp_path):
     probe = tmp_path / "node_probe.py"
     probe.write_text(NODE_PROBE)

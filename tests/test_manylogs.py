@@ -46,6 +46,7 @@ def _summary(result) -> dict:
             for k, v in result.hits.items()}
 
 
+@pytest.mark.slow  # every engine over the fixture logs, scanned twice each
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_one_scanner_for_many_logs_finds_what_a_fresh_scan_of_each_finds(ruleset, backend, tmp_path):
     patterns = scan_patterns(ruleset.rules)

@@ -51,6 +51,7 @@ def run_sh(script: str, cwd: Path, env) -> subprocess.CompletedProcess:
                           text=True, timeout=180)
 
 
+@pytest.mark.slow  # every command of the walkthrough, each a process of its own
 def test_docs_walkthrough_works_word_for_word(tmp_path):
     files, script = walkthrough()
     for name, body in files.items():
