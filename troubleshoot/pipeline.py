@@ -298,8 +298,7 @@ def _facts(unit: _Unit, sources: Sources):
 
 def _one_log(unit: _Unit, sources: Sources, ruleset: RuleSet) -> Result:
     src = unit.source
-    # a rule that compares ranks needs several: one log has no peers to be slower than
-    ds = [d for d in diagnose(ruleset.rules, unit.scan, _facts(unit, sources)) if not d.rule.compare]
+    ds = diagnose(ruleset.rules, unit.scan, _facts(unit, sources))
     ranks = (src.rank,) if src.rank is not None else ()
     nodes = (src.node,) if src.node else ()
     ds = [replace(d, files=(src.name,), ranks=ranks, nodes=nodes) if d.count else replace(d, nodes=nodes)

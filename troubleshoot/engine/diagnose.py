@@ -160,8 +160,11 @@ _PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_0-9]+|\[\d+\])*$")
 
 
 def diagnose(rules: Iterable[Rule], scan: ScanResult | None, facts: Mapping | None = None) -> list[Diagnosis]:
-    """The fired rules as diagnoses, refined, related and ranked best first."""
-    return rank(fired(rules, scan, facts), scan.total_lines if scan else 0)
+    """One source's fired rules as diagnoses, refined, related and ranked best first. A rule
+    that compares ranks (Rule.compare) needs peers: it fires only where several sources are
+    merged (engine.merge), never here."""
+    found = [d for d in fired(rules, scan, facts) if not d.rule.compare]
+    return rank(found, scan.total_lines if scan else 0)
 
 
 class _RuleIndex:
