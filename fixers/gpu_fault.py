@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from troubleshoot_fixers.facts import fact, printable
+from troubleshoot.engine.gpufaults import GPU_HOLDERS, PCI_ADDRESS
 from troubleshoot.fixes.api import Fixer, FixerError, Param
 from troubleshoot.fixes.executor import ladder_attempts
 from troubleshoot.fixes.plan import Advice, Plan, RunCommand, Verify
@@ -28,9 +29,9 @@ LADDER = ("restart-app", "reset-gpu", "reboot", "contact-support")
 # the parameter's choices are read when the plugin loads, before any catalog is.
 ACTIONS = ("ignore", "restart-app", "check-mechanicals", "restart-fabric-manager", "drain-p2p", "reset-gpu",
            "recover-imex-domain", "reboot", "contact-support")
-# Services that keep a GPU open and block a reset; stopped around it, started again after.
-HOLDERS = ("nvidia-persistenced", "nvidia-dcgm", "dcgm", "nvidia-fabricmanager")
-PCI = r"(?:[0-9A-Fa-f]{4,8}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?"
+# Services that keep a GPU open and block a reset (stopped around it, started again after),
+# and a GPU's PCI address: the engine's, shared with `troubleshoot remediate`.
+HOLDERS, PCI = GPU_HOLDERS, PCI_ADDRESS
 # One host name (RFC 1123 labels): no leading '-' (an option to kubectl), no Slurm hostlist
 # brackets or commas (one name must never drain 512 nodes).
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9])?"  # '_': Slurm allows it in NodeName

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
+from troubleshoot.engine.gpufaults import GPU_HOLDERS, PCI_ADDRESS
+
 if TYPE_CHECKING:
     from troubleshoot.admin.events import EventStore
     from troubleshoot.admin.policy import Limits
@@ -27,9 +29,7 @@ START = {"restart-fabric-manager": "restart-fabric-manager", "reset-gpu": "reset
          "check-mechanicals": "service_required"}
 _BY_SYMPTOM = {"fabric-manager": "restart-fabric-manager", "driver-library-mismatch": "reboot",
                "driver-not-loaded": "reboot", "nouveau-conflict": "reboot", "gpu-hardware-fault": "reboot"}
-# Services that hold a GPU open and make a reset fail; stopped around it.
-HOLDERS = ("nvidia-persistenced", "nvidia-dcgm", "dcgm", "nvidia-fabricmanager")
-PCI = re.compile(r"(?:[0-9A-Fa-f]{4,8}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?")
+PCI = re.compile(PCI_ADDRESS)
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ def rung_steps(rung: str, f: Finding, services: dict, evidence: str) -> Rung:
         return Rung(rung, "Fabric Manager re-initialises the NVSwitch fabric",
                     (Step("restart nvidia-fabricmanager", ("systemctl", "restart", "nvidia-fabricmanager")),))
     if rung == "reset-gpu":
-        held = [u for u in HOLDERS if services.get(u) == "active"]
+        held = [u for u in GPU_HOLDERS if services.get(u) == "active"]
         steps = [Step(f"stop {u}: it keeps the GPU open", ("systemctl", "stop", u), ("systemctl", "start", u))
                  for u in held]
         steps.append(Step(f"reset {('GPU ' + gpu) if gpu else 'the GPUs'}", ("nvidia-smi", "--gpu-reset", *target)))

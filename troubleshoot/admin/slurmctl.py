@@ -11,10 +11,9 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from troubleshoot.errors import TroubleshootError
+from troubleshoot.schemas.nodenames import valid_node_name
 
 PREFIX = "troubleshoot:"
-_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9])?"
-NODE_NAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
 # What scontrol appends to a reason: ` [user@2026-12-06T11:03:42]`.
 _STAMP = re.compile(r"\s*\[[^\[\]@]*@[^\[\]]*\]\s*$")
 
@@ -37,7 +36,7 @@ class NodeState:
 
 
 def check_name(name: str) -> str:
-    if not isinstance(name, str) or len(name) > 253 or not NODE_NAME.fullmatch(name):
+    if not valid_node_name(name):
         raise TroubleshootError(f"{name!r} is not one node name (letters, digits, '-', '_' and '.'); a hostlist "
                                 f"or an option is refused")
     return name

@@ -33,6 +33,10 @@ if TYPE_CHECKING:
 SOLO_ON_NVSWITCH = ("restart-fabric-manager", "warning")
 # What the facts' Xid events carry besides what the kernel logged: computed here, never read.
 VERDICT_FIELDS = ("symptom", "action")
+# Services that keep a GPU open: a reset fails while one runs, so they are stopped around it.
+GPU_HOLDERS = ("nvidia-persistenced", "nvidia-dcgm", "dcgm", "nvidia-fabricmanager")
+# A GPU's PCI address as the kernel log, NVML and nvidia-smi -i write it (domain optional).
+PCI_ADDRESS = r"(?:[0-9A-Fa-f]{4,8}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?"
 
 
 @dataclass(frozen=True)

@@ -189,10 +189,16 @@ _COLLECT_ENV = re.compile(r"^(?P<key>PyTorch version|CUDA used to build PyTorch|
                           r"Is CUDA available|CUDA runtime version)(?::\s*|\s+(?=\d))(?P<value>.+?)\s*$")
 
 
-def _cuda_of_torch(version: str, build: str | None) -> str | None:
+def cuda_of_tag(version: str) -> str | None:
+    """The CUDA a torch wheel's local tag names: `2.1.2+cu121` -> 12.1; None without one."""
     m = re.search(r"\+cu(\d+?)(\d)$", version)
-    if m:
-        return f"{m.group(1)}.{m.group(2)}"
+    return f"{m.group(1)}.{m.group(2)}" if m else None
+
+
+def _cuda_of_torch(version: str, build: str | None) -> str | None:
+    tagged = cuda_of_tag(version)
+    if tagged:
+        return tagged
     if version.endswith("+cpu") or (build and build.startswith("cpu")):
         return None
     m = re.search(r"cuda(\d+\.\d+)", build or "")

@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import re
 
-from troubleshoot.paste.dumps import Found
+from troubleshoot.paste.dumps import Found, cuda_of_tag
 
 # `Key: value` (OpenMMLab) or `Key    value` (tabulate, two spaces or more), one per line.
 _KEY_VALUE = re.compile(r"^\s*(?P<key>[A-Za-z][\w .,()$-]*?)(?::\s+|\s{2,})(?P<value>\S.*?)\s*$")
 _VERSION = re.compile(r"\d+\.\d+(?:\.\d+)?")
-_TORCH_CUDA_TAG = re.compile(r"\+cu(?P<v>\d{3,4})\b")
 _NVCC = re.compile(r"Cuda compilation tools, release (?P<v>\d+\.\d+)")
 _NVCC_BUILD = re.compile(r"Build cuda_(?P<v>\d+\.\d+)\.")
 _RUNTIME = re.compile(r"^\s*-\s*CUDA Runtime (?P<v>\d+\.\d+)")
@@ -34,17 +33,7 @@ _NVRM = re.compile(r"NVRM: loading NVIDIA UNIX [\w-]+ Kernel Module\s+(?P<v>\d{3
 _GPU_ARCH = re.compile(r"\(arch=(?P<cc>\d+\.\d+)\)")
 
 # Keys of the blocks, lower-cased, and what each is.
-_TORCH_KEYS = ("pytorch",)
 _EXTENSIONS = {"mmcv": ("mmcv", "mmcv cuda compiler"), "detectron2": ("detectron2", "detectron2 cuda compiler")}
-
-
-def torch_cuda_of_tag(version: str) -> str | None:
-    """`2.1.2+cu121` -> 12.1; `1.10.1+cu113` -> 11.3."""
-    m = _TORCH_CUDA_TAG.search(version)
-    if not m:
-        return None
-    digits = m.group("v")
-    return f"{digits[:-1]}.{digits[-1]}"
 
 
 def envblock(lines: list[str]) -> Found | None:
@@ -89,7 +78,7 @@ def _torch(found: Found, keys: dict) -> None:
     torch = found.facts.setdefault("frameworks", {"available": True}).setdefault("torch", {})
     torch["version"] = version
     found.lines["frameworks.torch.version"] = i
-    cuda = torch_cuda_of_tag(version)
+    cuda = cuda_of_tag(version)
     if cuda and "frameworks.torch.cuda" not in found.lines:
         torch["cuda"] = cuda
         found.lines["frameworks.torch.cuda"] = i
