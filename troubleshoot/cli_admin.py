@@ -12,7 +12,6 @@ if TYPE_CHECKING:
     from troubleshoot.admin.events import EventStore
     from troubleshoot.admin.policy import Limits, Room
     from troubleshoot.admin.slurmctl import NodeState, Slurm
-    from troubleshoot.admin.verdict import Verdict
     from troubleshoot.context import CommandContext
 
 LIMIT_OPTIONS = ("max_drain", "max_drain_percent", "fail_after", "pass_after")
@@ -62,14 +61,6 @@ def node_facts(args, ctx: CommandContext, cap: float | None = None) -> tuple[dic
         m = ctx.machine()
         return m.facts, m.origin or f"snapshot {args.snapshot}"
     return ctx.probe(on_result=lambda outcome: None, names=PROBES, cap=cap or PROBE_CAP_S), "this machine"
-
-
-def node_verdict(events: EventStore, node: str, facts, origin: str, ctx: CommandContext) -> Verdict:
-    """The node's verdict, Xid events logged before its last repair left out."""
-    from troubleshoot.admin import nodecheck
-
-    repaired = events.last(node, ("repair",), status="done")
-    return nodecheck.verdict_of(node, facts, origin, ctx.ruleset(), since=repaired.time if repaired else None)
 
 
 def slurm_view(asked: bool, limits: Limits, node: str, failing: bool) -> tuple[Slurm | None, NodeState, Room]:

@@ -8,7 +8,7 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from troubleshoot.cli_admin import (add_admin_args, add_limit_args, iso_time, node_facts, node_verdict, settings,
+from troubleshoot.cli_admin import (add_admin_args, add_limit_args, iso_time, node_facts, settings,
                                     slurm_view, store)
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.textsafe import terminal_safe
@@ -56,7 +56,7 @@ def cmd_check(args, ctx: CommandContext) -> int:
     facts, origin = node_facts(args, ctx, args.timeout)
     node = check_name(args.node or nodecheck.node_name(facts))
     with store(args, s) as events:
-        verdict = node_verdict(events, node, facts, origin, ctx)
+        verdict = nodecheck.verdict_since_repair(events, node, facts, origin, ctx.ruleset())
         slurm, state, room = slurm_view(args.slurm, s.limits, node, verdict.status == "FAIL")
         outcome = loop.carry_out(verdict, state, events, slurm, s.limits, room)
     _render_check(args.format, outcome)

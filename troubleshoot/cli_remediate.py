@@ -8,7 +8,7 @@ import shutil
 import sys
 from typing import TYPE_CHECKING
 
-from troubleshoot.cli_admin import add_admin_args, add_limit_args, node_facts, node_verdict, settings, slurm_view, store
+from troubleshoot.cli_admin import add_admin_args, add_limit_args, node_facts, settings, slurm_view, store
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.textsafe import terminal_safe
 
@@ -45,7 +45,7 @@ def cmd_remediate(args, ctx: CommandContext) -> int:
     facts, origin = node_facts(args, ctx)
     node = check_name(args.node or nodecheck.node_name(facts))
     with store(args, s) as events:
-        verdict = node_verdict(events, node, facts, origin, ctx)
+        verdict = nodecheck.verdict_since_repair(events, node, facts, origin, ctx.ruleset())
         slurm, state, room = slurm_view(args.slurm, s.limits, node, verdict.status == "FAIL")
         p = remediate.plan(verdict, state, events, s.limits, room, facts, args.slurm, python)
         if not args.apply:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from troubleshoot.admin import loop, policy
-from troubleshoot.admin.nodecheck import verdict_of
+from troubleshoot.admin.nodecheck import verdict_since_repair
 from troubleshoot.admin.slurmctl import NodeState
 
 if TYPE_CHECKING:
@@ -60,8 +60,7 @@ def check_fleet(nodes: Sequence[NodeFacts], ruleset: RuleSet, store: EventStore,
     for n in nodes:
         if n.facts is None:
             continue
-        repaired = store.last(n.node, ("repair",), status="done")
-        verdicts.append(verdict_of(n.node, n.facts, n.origin, ruleset, since=repaired.time if repaired else None))
+        verdicts.append(verdict_since_repair(store, n.node, n.facts, n.origin, ruleset))
     verdicts.sort(key=lambda v: (v.status != "FAIL", _CLASS_ORDER.get(getattr(v.worst(), "cls", "user"), 4), v.node))
     outcomes = []
     for v in verdicts:

@@ -61,14 +61,11 @@ def carry_out(verdict: Verdict, state: NodeState, store: EventStore, slurm: Slur
     node = verdict.node
     before = store.last(node, ("check",))
     worst = verdict.worst()
+    ev = worst.event_fields() if worst else {}
     store.record(node, "check", status=verdict.status, reason=verdict.reason() if verdict.status != "PASS" else "",
-                 cls=worst.cls if worst else None, symptom=worst.symptom if worst else None,
-                 action=worst.action if worst else None, gpu=worst.gpu if worst else None,
-                 xid=worst.xid if worst else None, detail=verdict.as_dict())
+                 detail=verdict.as_dict(), **ev)
     if verdict.status == "FAIL" and (before is None or before.status != "FAIL"):
-        store.record(node, "incident", status="open", cls=worst.cls if worst else None,
-                     symptom=worst.symptom if worst else None, action=worst.action if worst else None,
-                     gpu=worst.gpu if worst else None, xid=worst.xid if worst else None, reason=verdict.reason())
+        store.record(node, "incident", status="open", reason=verdict.reason(), **ev)
     if slurm is None:
         return Outcome(verdict, policy.Decision("none", "Slurm not asked (--slurm not given)"))
     since = store.last(node, ("drain",)) if state.ours else None
@@ -78,8 +75,7 @@ def carry_out(verdict: Verdict, state: NodeState, store: EventStore, slurm: Slur
     if decision.act == "drain":
         slurm.drain(node, reason)
         room.take(node, state.partitions)
-        store.record(node, "drain", status="done", reason=reason, cls=worst.cls if worst else None,
-                     xid=worst.xid if worst else None, gpu=worst.gpu if worst else None)
+        store.record(node, "drain", status="done", reason=reason, **ev)
     elif decision.act == "resume":
         slurm.resume(node)
         room.give(node)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Mapping
 from troubleshoot.admin.verdict import Verdict, facts_since, judge
 
 if TYPE_CHECKING:
+    from troubleshoot.admin.events import EventStore
     from troubleshoot.engine.ruleset import RuleSet
 
 # What a node's health depends on; the frameworks, CUDA libraries and Docker are the jobs'
@@ -41,3 +42,11 @@ def verdict_of(node: str, facts: Mapping | None, origin: str, ruleset: RuleSet, 
     kept, dropped = facts_since(facts, since)
     result = pipeline.diagnose_sources(Sources([], [FactsSource(kept, origin)]), ruleset)
     return judge(node, result.diagnoses, kept, origin, dropped)
+
+
+def verdict_since_repair(store: EventStore, node: str, facts: Mapping | None, origin: str,
+                         ruleset: RuleSet) -> Verdict:
+    """The node's verdict, the Xid events logged before its last repair (the event store's)
+    left out: a GPU reset leaves the old Xid in the kernel log."""
+    repaired = store.last(node, ("repair",), status="done")
+    return verdict_of(node, facts, origin, ruleset, since=repaired.time if repaired else None)

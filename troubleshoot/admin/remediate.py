@@ -153,7 +153,7 @@ def apply(p: Plan, state: NodeState, store: EventStore, slurm: Slurm | None, lim
     if os.geteuid() != 0 and any(s.argv for s in p.rung.steps):
         raise TroubleshootError(f"remediate --apply runs {p.rung.steps[0].argv[0]} and needs root: run it with sudo "
                                 f"(the dry run needs none)")
-    ev = dict(cls=f.cls, symptom=f.symptom, action=p.rung.name, gpu=f.gpu, xid=f.xid)
+    ev = {**f.event_fields(), "action": p.rung.name}
     store.record(node, "incident", status="remediation", reason=p.verdict.reason(), **ev)
     saved = keep_evidence(Path(p.evidence), facts, runner)
     store.record(node, "evidence", status="saved", reason=p.evidence, detail={"files": saved}, **ev)

@@ -40,6 +40,10 @@ class Finding:
     gpu: str | None = None  # PCI address, when one GPU is named
     xid: int | None = None
 
+    def event_fields(self) -> dict[str, Any]:
+        """What the event store keeps of it beside an event (events.EventStore.record's keywords)."""
+        return {"cls": self.cls, "symptom": self.symptom, "action": self.action, "gpu": self.gpu, "xid": self.xid}
+
     def as_dict(self) -> dict[str, Any]:
         return {"class": self.cls, "severity": self.severity, "text": self.text, "symptom": self.symptom,
                 "rule": self.rule, "action": self.action, "gpu": self.gpu, "xid": self.xid}
