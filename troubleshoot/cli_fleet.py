@@ -176,26 +176,17 @@ def _check(args, ctx: CommandContext) -> int:
 
 
 def _recorded(folder: Path) -> list:
-    from troubleshoot import snapshot
-    from troubleshoot.admin.fleetcheck import NodeFacts
+    from troubleshoot.fleet.diagnose import snapshot_files
 
-    if not folder.is_dir():
-        raise TroubleshootError(f"{folder}: not a folder of <node>.json snapshots")
-    out = []
-    for path in sorted(folder.glob("*.json")):
-        loaded = snapshot.load(str(path))
-        for w in loaded.warnings[:MAX_WARNINGS]:
-            print_warning(w)
-        out.append(NodeFacts(path.stem, loaded.facts, f"snapshot {path}"))
-    if not out:
+    nodes = [_node_facts(path.stem, path, f"snapshot {path}") for path in snapshot_files(folder)]
+    if not nodes:
         raise TroubleshootError(f"{folder}: no <node>.json snapshots in it")
-    return out
+    return nodes
 
 
 def _through_srun(args) -> list:
     import tempfile
 
-    from troubleshoot import snapshot
     from troubleshoot.admin.fleetcheck import NodeFacts
     from troubleshoot.admin.nodecheck import PROBES
     from troubleshoot.fleet import collect
@@ -204,13 +195,21 @@ def _through_srun(args) -> list:
     sel = collect.Selection(nodes=args.nodes, nodelist=args.nodelist, partition=args.partition, job=args.job)
     with tempfile.TemporaryDirectory(prefix="troubleshoot-fleet-check-") as out:
         results = collect.probe_slurm(Path(out), sel, timeout=args.timeout, command=command)
-        nodes = []
-        for r in results:
-            if r.status != "ok":
-                nodes.append(NodeFacts(r.node, None, "srun", r.error))
-                continue
-            nodes.append(NodeFacts(r.node, snapshot.load(str(r.path)).facts, f"{r.node} through srun"))
-    return nodes
+        return [_node_facts(r.node, r.path, f"{r.node} through srun") if r.status == "ok"
+                else NodeFacts(r.node, None, "srun", r.error) for r in results]
+
+
+def _node_facts(node: str, path: Path, origin: str):
+    """One node's recorded facts, read as `fleet diagnose` reads them (fleet.nodes.load): a file
+    that cannot be read leaves that node without facts, reported, and the others go on."""
+    from troubleshoot.admin.fleetcheck import NodeFacts
+    from troubleshoot.fleet.nodes import load
+
+    warnings: list[str] = []
+    loaded = load(Path(path), warnings)
+    for w in ((loaded.warnings if loaded else []) + warnings)[:MAX_WARNINGS]:
+        print_warning(w)
+    return NodeFacts(node, loaded.facts if loaded else None, origin, warnings[0] if warnings else None)
 
 
 def _check_table(res) -> str:
