@@ -467,3 +467,15 @@ def test_fleet_check_of_recorded_snapshots_without_slurm_gives_the_verdicts(tmp_
         recorded = [(e.node, e.kind) for e in store.events(kinds=("check", "incident"))]
     assert recorded[:2] == [("gpu03", "check"), ("gpu03", "incident")]  # the failing node first
     assert sorted(recorded[2:]) == [("gpu01", "check"), ("gpu02", "check")]
+
+
+def test_fleet_check_reports_an_unreadable_snapshot_and_checks_the_others(tmp_path):
+    folder = tmp_path / "snaps"
+    folder.mkdir()
+    snaps.write(folder / "gpu01.json", snaps.healthy())
+    (folder / "gpu02.json").write_text("{not json")
+    p = run_main("fleet", "check", "--snapshots", str(folder), "--db", str(tmp_path / "ev.db"), "--format", "json")
+    doc = json.loads(p.stdout)
+    assert p.returncode == 1 and doc["counts"]["PASS"] == 1
+    assert doc["missing"][0]["node"] == "gpu02" and "not valid JSON" in doc["missing"][0]["error"]
+    assert b"node gpu02 left out" in p.stderr
