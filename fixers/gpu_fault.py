@@ -5,6 +5,7 @@ The action comes from, in order: NVML's GPU recovery action for that GPU (the dr
 verdict, when the snapshot has it), the `action` parameter (a diagnosis passes its own), the
 catalog's immediate action for the Xid. Steps per action:
   restart-app      no GPU action; how to debug the program
+  check-driver     read the loaded module's version and what nvidia-smi says; how to make them match
   reset-gpu        (drain) -> list what uses the GPU -> stop the services holding it -> reset -> restart them -> verify
   reboot           drain the node (Slurm / Kubernetes when the facts show one) -> reboot, cancellable
   contact-support  nvidia-bug-report.sh and what to attach
@@ -27,8 +28,8 @@ from troubleshoot.fixes.plan import Advice, Plan, RunCommand, Verify
 LADDER = ("restart-app", "reset-gpu", "reboot", "contact-support")
 # Every action of the Xid catalog (rules/xid-catalog.yaml `actions`; a test keeps them equal):
 # the parameter's choices are read when the plugin loads, before any catalog is.
-ACTIONS = ("ignore", "restart-app", "check-mechanicals", "restart-fabric-manager", "drain-p2p", "reset-gpu",
-           "recover-imex-domain", "reboot", "contact-support")
+ACTIONS = ("ignore", "restart-app", "check-driver", "check-mechanicals", "restart-fabric-manager", "drain-p2p",
+           "reset-gpu", "recover-imex-domain", "reboot", "contact-support")
 # Services that keep a GPU open and block a reset (stopped around it, started again after),
 # and a GPU's PCI address: the engine's, shared with `troubleshoot remediate`.
 HOLDERS, PCI = GPU_HOLDERS, PCI_ADDRESS
@@ -193,6 +194,16 @@ class GpuFault(Fixer):
                            f"`CUDA_LAUNCH_BLOCKING=1`, or under `compute-sanitizer --tool memcheck python train.py`. "
                            f"If the same Xid comes back on this GPU with known-good programs, ask again: the next "
                            f"step is a GPU reset.")], None
+        if action == "check-driver":
+            return [
+                RunCommand(("cat", "/proc/driver/nvidia/version"), why="the kernel module's version, if one is loaded"),
+                RunCommand(("nvidia-smi",), why="whether the user-space libraries reach that module"),
+                Advice("The kernel module and the user-space libraries (libcuda, libnvidia-ml) must be one release: "
+                       "after a driver upgrade, reboot (or unload and load the nvidia modules); if the module does "
+                       "not load, read `sudo dmesg | grep -i nvrm` for the reason (Secure Boot, nouveau, a module "
+                       "built for another kernel) and reinstall the driver for the running kernel. If the driver "
+                       f"loads but {gpu} still fails to initialise (RmInitAdapter), reseat it or open an RMA case."),
+            ], None
         if action == "check-mechanicals":
             return [Advice(f"Power the node off and check {gpu}'s auxiliary power cables, its seating/riser and "
                            f"airflow; the GPU runs at reduced clocks until it gets full power.")], None

@@ -155,10 +155,15 @@ class Rule:
     references: tuple[str, ...] = ()
     examples: Examples = Examples()
     action: str | None = None  # recovery action (the Xid catalog's vocabulary), or None
-    catalog: str | None = None  # "xid": symptom, severity and action of each line come from the Xid catalog
+    # "xid" or a message catalog's name (rules/catalogs/): symptom, severity and action of each
+    # line come from the catalog's entry for it
+    catalog: str | None = None
     # (series, worse, by): a rule that fires only across ranks, on the ranks whose followed number
     # (a capture) is worse ("higher" or "lower") than the others' median by more than `by` (0.15: 15 %)
     compare: tuple[str, str, float] | None = None
+    # (catalog, entry key) pairs this rule explains better than the catalog's own rules: where it
+    # fires, their diagnoses of these entries are left out
+    covers: tuple[tuple[str, str], ...] = ()
 
     @property
     def captures(self) -> tuple[str, ...]:
@@ -206,6 +211,8 @@ class Diagnosis:
     first_seen: str | None = None  # the timestamp of its first line, as the log wrote it
     action: str | None = None  # what to do now (ignore, restart-app, reset-gpu, reboot, ...), None if the rule has none
     xid: Mapping[str, Any] | None = None  # {code, pci, name} when the diagnosis came from an Xid
+    # {catalog, version, key, code} when the diagnosis came from a message catalog's entry
+    entry: Mapping[str, Any] | None = None
     series: Mapping[str, Any] = field(default_factory=dict)  # the followed numbers, for a rule that compares ranks
 
     @property

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import functools
-import json
 import re
 from dataclasses import replace
 from typing import Iterable, Mapping
 
-from troubleshoot.engine import cmdquote, conditions, xidevents
+from troubleshoot.engine import conditions, xidevents
+from troubleshoot.engine.fill import interpolate, lookup, render_fix, short
 from troubleshoot.records import record
 from troubleshoot.scan import ScanPattern, ScanResult, series_view
-from troubleshoot.model import SEVERITIES, Diagnosis, Evidence, Fix, Rule
-from troubleshoot.textsafe import markdown_inline
+from troubleshoot.model import SEVERITIES, Diagnosis, Evidence, Rule
 
 LOG_ROLE = "log"
 WITHOUT_ROLE = "without_log"
@@ -64,7 +62,7 @@ def scan_patterns(rules: Iterable[Rule]) -> list[ScanPattern]:
     out: list[ScanPattern] = []
     for r in rules:
         keep = line_filter(r)
-        split = "xid" if r.catalog == "xid" else None
+        split = None if r.catalog is None else "xid" if r.catalog == "xid" else "entry"
         out += [ScanPattern(r.id, LOG_ROLE, p.source, keep, split) for p in r.log]
         out += [ScanPattern(r.id, with_role(i), p.source) for i, p in enumerate(r.with_log)]
         out += [ScanPattern(r.id, WITHOUT_ROLE, p.source) for p in r.without_log]
@@ -119,7 +117,7 @@ def _trace(rule: Rule, scan: ScanResult | None, facts: Mapping | None) -> RuleTr
     for c in rule.facts:
         missing: list[str] = []
         value = conditions.evaluate(c.tree, env, missing)
-        reads = tuple((p, _lookup(env, p)) for p in conditions.tree_paths(c.tree))
+        reads = tuple((p, lookup(env, p)) for p in conditions.tree_paths(c.tree))
         conds.append(ConditionResult(c.source, value, tuple(missing), reads))
 
     reason = ""
@@ -149,14 +147,6 @@ def _trace(rule: Rule, scan: ScanResult | None, facts: Mapping | None) -> RuleTr
         fired=not reason,
         reason=reason or "fired",
     )
-
-
-def _lookup(env: Mapping, dotted: str):
-    value = conditions.evaluate(conditions.parse(dotted), dict(env)) if _PATH.match(dotted) else conditions.UNKNOWN
-    return None if value is conditions.UNKNOWN else value
-
-
-_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_0-9]+|\[\d+\])*$")
 
 
 def diagnose(rules: Iterable[Rule], scan: ScanResult | None, facts: Mapping | None = None) -> list[Diagnosis]:
@@ -245,16 +235,19 @@ def fired(rules: Iterable[Rule], scan: ScanResult | None, facts: Mapping | None 
     for t in hits:
         for ref in t.rule.refines:
             target = by_id.get(ref)
-            if t.rule.catalog and target is not None and target.catalog == t.rule.catalog:
+            if t.rule.catalog == "xid" and target is not None and target.catalog == "xid":
                 covered.setdefault(ref, set()).update(_parts(t, scan))
             else:
                 refined.add(ref)
     hits = [t for t in hits if t.rule.id not in refined]
+    entries_covered = {pair for t in hits for pair in t.rule.covers}
     diagnoses: list[Diagnosis] = []
-    codes = tuple(sorted({int(c) for t in hits if t.rule.catalog for c in _parts(t, scan) if c.isdigit()}))
+    codes = tuple(sorted({int(c) for t in hits if t.rule.catalog == "xid" for c in _parts(t, scan) if c.isdigit()}))
     for t in hits:
         if t.rule.catalog == "xid" and scan is not None:
             diagnoses += _xid_diagnoses(t, scan, facts, covered.get(t.rule.id, set()), codes)
+        elif t.rule.catalog and scan is not None:
+            diagnoses += _entry_diagnoses(t, scan, facts, entries_covered)
         else:
             diagnoses.append(_diagnosis(t, facts))
     if not any(d.xid for d in diagnoses):
@@ -296,6 +289,38 @@ def _xid_diagnoses(t: RuleTrace, scan: ScanResult, facts: Mapping | None, skip: 
     return out
 
 
+def _entry_diagnoses(t: RuleTrace, scan: ScanResult, facts: Mapping | None,
+                     covered: set[tuple[str, str]]) -> list[Diagnosis]:
+    """One diagnosis per message-catalog entry a rule's lines name, with the entry's symptom,
+    severity and action; an entry that means nothing, or that a fired rule covers, gives none."""
+    from troubleshoot.engine import catalogs
+
+    hits = scan.get(t.rule.id, LOG_ROLE)
+    catalog = catalogs.load(t.rule.catalog)
+    by_entry: dict[str, list] = {}
+    for text, part in (hits.parts.items() if hits else ()):
+        e = catalog.lookup(text)
+        if e is not None and e.symptom and (catalog.id, e.key) not in covered:
+            by_entry.setdefault(e.key, []).append(part)
+    out = []
+    for key, parts in by_entry.items():
+        e = catalog.entry(key)
+        lines = sorted((h for p in parts for h in p.lines), key=lambda h: h.line)
+        sub = replace(t, log_lines=tuple(lines), log_count=sum(p.count for p in parts),
+                      capped=any(p.capped for p in parts), captures=dict(parts[0].captures))
+        extra = e.words(catalog)
+        if e.action:
+            from troubleshoot.engine.xid import load_catalog
+
+            extra["action"], extra["action_text"] = e.action, load_catalog().action_text(e.action) or e.action
+        rule = replace(t.rule, symptom=e.symptom, severity=e.severity,
+                       title=interpolate(t.rule.title, {**sub.captures, **extra}, facts))
+        d = _diagnosis(replace(sub, rule=rule), facts, extra)
+        out.append(replace(d, action=e.action or t.rule.action,
+                           entry={"catalog": catalog.id, "version": catalog.version, "key": e.key, "code": e.code}))
+    return out
+
+
 def _series_words(series: Mapping[str, dict]) -> dict[str, str]:
     """`{series.NAME.KEY}` for explanations: a followed number as a person reads it."""
     out = {}
@@ -317,7 +342,7 @@ def _diagnosis(t: RuleTrace, facts: Mapping | None, extra: Mapping[str, str] | N
         for path, value in c.reads:
             if path.startswith(("log.", "series.")) or any(e.path == path for e in evidence):
                 continue
-            evidence.append(Evidence(source="fact", text=f"{path} = {_short(value)}", path=path, value=value))
+            evidence.append(Evidence(source="fact", text=f"{path} = {short(value)}", path=path, value=value))
         evidence += _pasted_evidence(cond.tree, pasted, evidence)
     confidence = rule.confidence
     explain = interpolate(rule.explain, words, facts, markdown=True)
@@ -332,8 +357,8 @@ def _diagnosis(t: RuleTrace, facts: Mapping | None, extra: Mapping[str, str] | N
                 said.append(interpolate(ctx.note, values, facts, markdown=True))
             for path in conditions.paths(ctx.when.tree):
                 if not path.startswith(("log.", "series.")) and not any(e.path == path for e in evidence):
-                    value = _lookup(env, path)
-                    evidence.append(Evidence(source="fact", text=f"{path} = {_short(value)}", path=path, value=value))
+                    value = lookup(env, path)
+                    evidence.append(Evidence(source="fact", text=f"{path} = {short(value)}", path=path, value=value))
             evidence += _pasted_evidence(ctx.when.tree, pasted, evidence)
     if said:
         where = "From the log" if pasted else "On this machine"
@@ -376,76 +401,6 @@ def _pasted_evidence(tree, pasted: Mapping, evidence: list) -> list:
         if where and not any(e.source == "log" and e.line == where[0] for e in evidence + out):
             out.append(Evidence(source="log", text=where[1], line=where[0], path=path))
     return out
-
-
-def _short(value, limit: int = 160) -> str:
-    if isinstance(value, list) and value and all(isinstance(v, (str, int, float)) for v in value):
-        text = ", ".join(map(str, value))  # versions, paths: read as a sentence, not as JSON
-    else:
-        text = value if isinstance(value, str) else json.dumps(value, default=str)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)\}")
-
-
-def interpolate(text: str, captures: Mapping[str, str], facts: Mapping | None = None, markdown: bool = False) -> str:
-    """Replace `{name}` with a captured value and `{a.b}` with a fact; unknown names stay. Inside
-    code (a code span or a fenced block: commands a reader copies) values are quoted for the
-    shell. In prose they read as they were found; in Markdown prose (`markdown`: explanations
-    and notes) their own marks are escaped, so a captured `[text](url)` never becomes a link.
-    Titles stay unescaped: each renderer escapes a title as a whole."""
-    if "{" not in text:
-        return text
-    names = _placeholders(text)
-    return _filled(text, names, tuple(_value_of(n, captures, facts) for n in names), markdown)
-
-
-@functools.lru_cache(maxsize=256)
-def _placeholders(text: str) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(m.group(1) for m in _PLACEHOLDER.finditer(text)))
-
-
-@functools.lru_cache(maxsize=1024)
-def _filled(text: str, names: tuple[str, ...], values: tuple[str | None, ...], markdown: bool) -> str:
-    # Remembered by the values the text reads: a thousand ranks' timeouts share one explanation,
-    # whose Markdown and shell quoting cost more than the rest of a diagnosis.
-    given = dict(zip(names, values))
-    return cmdquote.fill(text, _PLACEHOLDER, given.get, markdown_inline if markdown else cmdquote.as_read)
-
-
-def _fill_value(text: str, captures: Mapping[str, str], facts: Mapping | None) -> str:
-    """A fix parameter: data for the fixer, never Markdown, so every value goes in as read."""
-
-    def sub(m: re.Match) -> str:
-        value = _value_of(m.group(1), captures, facts)
-        return m.group(0) if value is None else value
-
-    return _PLACEHOLDER.sub(sub, text)
-
-
-def _value_of(name: str, captures: Mapping[str, str], facts: Mapping | None) -> str | None:
-    """What `{name}` stands for: a captured value, else a fact (`{a.b}`); None when neither."""
-    if name in captures:
-        return str(captures[name])
-    if "." in name and facts:
-        value = _lookup(facts, name)
-        if value is not None:
-            return _short(value)
-    return None
-
-
-def render_fix(ref, captures: Mapping[str, str], facts: Mapping | None) -> Fix:
-    """A rule's fix with captures and facts filled in; params whose value is missing are dropped."""
-    params = {}
-    for key, value in ref.params.items():
-        if isinstance(value, str):
-            new = _fill_value(value, captures, facts)
-            if _PLACEHOLDER.fullmatch(new):
-                continue  # an optional value the log did not provide
-            value = new
-        params[key] = value
-    return Fix(fixer=ref.fixer, title=interpolate(ref.title, captures, facts), params=params)
 
 
 def relate(diagnoses: list[Diagnosis], where: str = "the same log") -> list[Diagnosis]:

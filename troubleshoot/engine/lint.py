@@ -161,7 +161,12 @@ CATALOG_NAMES = {"xid_name", "xid_description", "xid_class", "action", "action_t
 
 def _provided(rule, name: str) -> bool:
     """Whether `{name}` in a fix is filled at diagnosis time: a capture, a fact path, a catalog value."""
-    return name in rule.captures or "." in name or (rule.catalog is not None and name in CATALOG_NAMES)
+    if rule.catalog is None:
+        return name in rule.captures or "." in name
+    from troubleshoot.engine.catalogs import ENTRY_WORDS
+
+    words = CATALOG_NAMES if rule.catalog == "xid" else {"action", "action_text", *ENTRY_WORDS}
+    return name in rule.captures or "." in name or name in words
 
 
 def _relaxed(fixer, names: set):

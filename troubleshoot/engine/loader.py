@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from troubleshoot import console
-from troubleshoot.engine import conditions, yamldoc
+from troubleshoot.engine import catalogs, conditions, yamldoc
 from troubleshoot.engine.condparse import ConditionError
 from troubleshoot.engine.documents import document
 from troubleshoot.engine.patterncheck import check_pattern
@@ -24,9 +24,10 @@ from troubleshoot.model import SEVERITIES, Condition, ContextNote, Examples, Fix
 RULE_KEYS = {
     "id", "symptom", "title", "severity", "confidence", "downstream_of", "refines", "match",
     "context", "explain", "fixes", "references", "examples", "action", "catalog", "compare",
+    "covers",
 }
 COMPARE_KEYS = {"series", "worse", "by"}
-CATALOGS = ("xid",)
+XID = "xid"  # the Xid catalog (rules/xid-catalog.yaml); every other catalog is a message catalog
 CONTEXT_KEYS = {"when", "confidence", "note"}
 MATCH_KEYS = {"log", "with_log", "without_log", "where", "facts"}
 FIX_KEYS = {"fixer", "title", "params"}
@@ -134,6 +135,7 @@ def _build_rule(item: Any, path: Path, line: int, pack: str, taxonomy: dict[str,
             problem(item.line_of("references"), f"{label}reference {ref!r} is not an http(s) URL")
     logs, where, facts = _match(item, label, problem)
     action, catalog = _action_and_catalog(item, logs["log"], label, problem)
+    covers = _covers(item, label, problem)
     context = tuple(_context(item, label, problem))
     fixes = tuple(_fixes(item, label, problem))
     examples = _examples(item, label, problem, needs=bool(logs["log"]))
@@ -146,6 +148,7 @@ def _build_rule(item: Any, path: Path, line: int, pack: str, taxonomy: dict[str,
         downstream_of=tuple(downstream), refines=tuple(refines), log=logs["log"], with_log=logs["with_log"],
         without_log=logs["without_log"], where=where, facts=facts, context=context, fixes=fixes,
         references=tuple(references), examples=examples, action=action, catalog=catalog, compare=compare,
+        covers=covers,
     )
 
 
@@ -243,13 +246,39 @@ def _action_and_catalog(item, log_patterns, label: str, problem) -> tuple[str | 
             problem(item.line_of("action"), f"{label}action must be one of {', '.join(actions())}")
             action = None
     if catalog is not None:
-        if catalog not in CATALOGS:
-            problem(item.line_of("catalog"), f"{label}catalog must be one of {', '.join(CATALOGS)}")
+        known = (XID, *catalogs.names())
+        capture = "xid" if catalog == XID else "entry"
+        if catalog not in known:
+            problem(item.line_of("catalog"), f"{label}catalog must be one of {', '.join(known)}")
             catalog = None
-        elif not any("xid" in p.groups for p in log_patterns):
-            problem(item.line_of("catalog"), f"{label}'catalog: xid' needs a match.log pattern capturing (?P<xid>...)")
+        elif not any(capture in p.groups for p in log_patterns):
+            problem(item.line_of("catalog"), f"{label}'catalog: {catalog}' needs a match.log pattern capturing (?P<{capture}>...)")
             catalog = None
     return action, catalog
+
+
+def _covers(item, label: str, problem) -> tuple[tuple[str, str], ...]:
+    """`covers: {cuda-runtime: [cudaErrorMemoryAllocation]}`: entries of message catalogs this
+    rule explains better; each must exist, so a catalog regenerated without it fails the load."""
+    spec = item.get("covers")
+    if spec is None:
+        return ()
+    line = item.line_of("covers")
+    if not isinstance(spec, dict) or not all(isinstance(v, list) for v in spec.values()):
+        problem(line, f"{label}covers must map a message catalog to a list of its entry keys")
+        return ()
+    out = []
+    for name, keys in spec.items():
+        if name not in catalogs.names():
+            problem(line, f"{label}covers: no message catalog {name!r}{did_you_mean(str(name), catalogs.names())}")
+            continue
+        cat = catalogs.load(name)
+        for key in keys:
+            if not isinstance(key, str) or cat.entry(key) is None:
+                problem(line, f"{label}covers: catalog {name!r} has no entry {key!r}")
+            else:
+                out.append((name, key))
+    return tuple(out)
 
 
 def _str_list(item, key: str, label: str, problem) -> list[str]:
@@ -278,6 +307,10 @@ def _patterns(match, key: str, label: str, problem):
         ln = value.line_of(i)
         if not isinstance(src, str) or not src:
             problem(ln, f"{label}'match.{key}' entries must be non-empty strings")
+            continue
+        src, unknown = catalogs.expand(src)
+        if unknown:
+            problem(ln, f"{label}'match.{key}' names no message catalog {unknown[0]!r} (rules/catalogs/)")
             continue
         complaint = check_pattern(src)
         if complaint:

@@ -47,7 +47,8 @@ def merge(occurrences: Sequence[Occurrence]) -> list[Diagnosis]:
     """One diagnosis per rule, related and ranked across every source."""
     by_rule: dict[tuple, list[Occurrence]] = {}
     for o in occurrences:  # an Xid rule gives one diagnosis per Xid code: kept apart
-        by_rule.setdefault((o.diagnosis.rule.id, (o.diagnosis.xid or {}).get("code")), []).append(o)
+        by_rule.setdefault((o.diagnosis.rule.id, (o.diagnosis.xid or {}).get("code"),
+                            (o.diagnosis.entry or {}).get("key")), []).append(o)
     merged: list[tuple[Diagnosis, tuple]] = []
     for occ in by_rule.values():
         occ.sort(key=Occurrence.key)

@@ -15,7 +15,7 @@ import os
 from dataclasses import field
 from pathlib import Path
 
-from troubleshoot.engine import conditions, rulecache
+from troubleshoot.engine import catalogs, conditions, rulecache
 from troubleshoot.engine.shipped import shipped_rules_dir
 from troubleshoot.errors import Problem
 from troubleshoot.model import Origin, Rule
@@ -113,7 +113,8 @@ def load_ruleset(extra_dirs: list[str | Path] = (), include_shipped: bool = True
     # Built once for each set of packs and files (rulecache): what the build adds to `problems`
     # is cached with it, what came before (the config file's) is not.
     # The shipped tables are read whatever the packs (team rules name shipped symptoms and Xids).
-    stamp = rulecache.key(packs, _files_read, also=[shipped / name for name in DATA_FILES])
+    # A catalog's entries are part of the patterns that name it ({catalog:NAME}).
+    stamp = rulecache.key(packs, _files_read, also=[*(shipped / name for name in DATA_FILES), *catalogs.files()])
     cached = rulecache.load(packs, stamp, _OWN_CLASSES)
     if cached is not None:
         cached.problems[:0] = problems

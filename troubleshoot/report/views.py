@@ -130,7 +130,7 @@ def diagnosis_view(d: Diagnosis, invocation: Invocation | None = None, machine: 
 
     fill = _filler(d.rule, d.captures)
     return DiagnosisView(
-        key=d.rule.id + (f":xid{d.xid['code']}" if d.xid else ""),
+        key=d.rule.id + (f":xid{d.xid['code']}" if d.xid else "") + (f":{d.entry['key']}" if d.entry else ""),
         rule=safe_line(d.rule.id), symptom=safe_line(d.symptom), title=fill(safe_line(d.title)),
         severity=safe_line(d.severity), confidence=d.confidence, action=safe_line(action_line(d)),
         count=d.count, first_line=d.first_line, last_line=d.last_line, found_by=_found_by(d),
@@ -153,6 +153,8 @@ def action_line(d: Diagnosis) -> str:
     where = ""
     if d.xid:
         where = f" (Xid {d.xid.get('code')}" + (f" on {d.xid['pci']}" if d.xid.get("pci") else "") + ")"
+    elif d.entry:
+        where = f" ({d.entry.get('key')})"
     return f"Action: {words}{where}"
 
 
@@ -164,17 +166,21 @@ def _filler(rule: Rule, captured: Mapping[str, str]):
     written = _placeholders_of(rule)
     captures = (set(rule.captures) - set(captured)) & written
     catalog: set[str] = set()
-    if rule.catalog is not None:  # what a `catalog: xid` rule may name besides its captures
+    if rule.catalog == "xid":  # what a catalog rule may name besides its captures
         from troubleshoot.engine.xid import CATALOG_WORDS
 
         catalog = {*CATALOG_WORDS, "xid"} & written
+    elif rule.catalog is not None:
+        from troubleshoot.engine.catalogs import ENTRY_WORDS
+
+        catalog = {*ENTRY_WORDS, "action", "action_text"} & written
 
     def word(m: re.Match) -> str:
         name = m.group(1)
         if name in captures:
             return f"[{name}: not in the log]"
         if name in catalog:
-            return f"[{name}: not in the Xid catalog]"
+            return f"[{name}: not in the {'Xid' if rule.catalog == 'xid' else rule.catalog} catalog]"
         if "." in name and name in written:
             return f"[{name}: not in the facts]"
         return m.group(0)
@@ -278,6 +284,7 @@ def diagnosis_record(d: Diagnosis) -> dict:
         "confidence": round(d.confidence, 3),
         "action": d.action,
         "xid": dict(d.xid) if d.xid else None,
+        "catalog": dict(d.entry) if d.entry else None,
         "count": d.count,
         "first_line": d.first_line,
         "last_line": d.last_line,

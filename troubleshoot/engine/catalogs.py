@@ -1,0 +1,165 @@
+"""Message catalogs generated from the emitters' own source (rules/catalogs/NAME.json).
+
+Each file lists every status code or message one emitter can print (CUDA's cudaError_t, NCCL's
+ncclResult_t and WARN texts, the driver's NV_STATUS codes and NVRM messages, the container
+toolkit's errors, ...), with the emitter's own words and, decided by people in
+tools/catalogs/maps/, the symptom, severity and first action each means. `python -m
+tools.catalogs` writes them from a source tree; nothing here is typed by hand.
+
+A rule refers to a catalog (`catalog: NAME`) and captures `(?P<entry>...)`: the captured text is
+looked up here (by key, by code, by the printed message) and each entry found becomes its own
+diagnosis. A pattern may hold `{catalog:NAME}`, which the loader replaces with every printed form
+of the catalog's entries that mean something (see `printed_forms`).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from troubleshoot.engine.shipped import shipped_rules_dir
+from troubleshoot.errors import TroubleshootError
+
+FOLDER = "catalogs"
+# What a catalog rule's title, explain, notes and fix params may name besides its captures.
+ENTRY_WORDS = ("entry_key", "entry_code", "entry_message", "entry_doc", "entry_reason",
+               "catalog_name", "catalog_version", "catalog_url")
+EXPANSION = re.compile(r"\{catalog:([a-z0-9-]+)\}")
+_INT = re.compile(r"^(?:0[xX][0-9a-fA-F]+|-?\d+)$")
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    catalog: str
+    key: str
+    code: int | None
+    message: str | None
+    pattern: str | None
+    doc: str | None
+    where: str | None
+    symptom: str | None  # None: the entry is not a problem (success, information)
+    severity: str
+    action: str | None
+    reason: str | None
+
+    def words(self, catalog: MessageCatalog) -> dict[str, str]:
+        """The ENTRY_WORDS a rule's text may name, those the entry has."""
+        found = {"entry_key": self.key, "entry_code": None if self.code is None else str(self.code),
+                 "entry_message": self.message, "entry_doc": self.doc, "entry_reason": self.reason,
+                 "catalog_name": catalog.name, "catalog_version": catalog.version, "catalog_url": catalog.url}
+        return {k: v for k, v in found.items() if v}
+
+
+@dataclass(frozen=True)
+class MessageCatalog:
+    id: str
+    name: str
+    version: str
+    url: str
+    source: str
+    entries: tuple[CatalogEntry, ...]
+
+    @functools.cached_property
+    def _by_key(self) -> dict[str, CatalogEntry]:
+        return {e.key: e for e in self.entries}
+
+    @functools.cached_property
+    def _by_code(self) -> dict[int, CatalogEntry]:
+        out: dict[int, CatalogEntry] = {}
+        for e in self.entries:
+            if e.code is not None:
+                out.setdefault(e.code, e)
+        return out
+
+    @functools.cached_property
+    def _by_message(self) -> dict[str, CatalogEntry]:
+        return {e.message.casefold(): e for e in self.entries if e.message}
+
+    @functools.cached_property
+    def _patterns(self) -> list[tuple[re.Pattern, CatalogEntry]]:
+        # Where several formats print the same text, the one with the most literal text says most.
+        compiled = [(re.compile(e.pattern, re.DOTALL), e) for e in self.entries if e.pattern]
+        return sorted(compiled, key=lambda pe: -_literal_len(pe[0].pattern))
+
+    def entry(self, key: str) -> CatalogEntry | None:
+        return self._by_key.get(key)
+
+    def lookup(self, text: str) -> CatalogEntry | None:
+        """The entry `text` (a captured key, code or printed message) names, or None."""
+        text = text.strip()
+        if not text:
+            return None
+        found = self._by_key.get(text)
+        if found is None and _INT.match(text):
+            found = self._by_code.get(int(text, 0))
+        if found is None:
+            found = self._by_message.get(text.casefold())
+        if found is None:
+            found = next((e for rx, e in self._patterns if rx.fullmatch(text)), None)
+        return found
+
+    def printed_forms(self) -> str:
+        """One alternation of what the entries that mean something print (their messages
+        escaped, their patterns as they are), the longest first so that a capture takes the
+        whole text."""
+        forms = {re.escape(e.message) if e.message else e.pattern for e in self.entries
+                 if e.symptom and (e.message or e.pattern)}
+        return "(?:" + "|".join(sorted(forms, key=lambda f: (-len(f), f))) + ")" if forms else "(?!)"
+
+
+def _literal_len(pattern: str) -> int:
+    return len(re.sub(r"\.\*\?|\\.|[()?:|+*\[\]^$]", "", pattern))
+
+
+def folder() -> Path:
+    return shipped_rules_dir() / FOLDER
+
+
+def files() -> list[Path]:
+    """The shipped catalog files: what a rule set's build reads besides the rule files."""
+    where = folder()
+    return sorted(where.glob("*.json")) if where.is_dir() else []
+
+
+@functools.cache
+def names() -> tuple[str, ...]:
+    return tuple(p.stem for p in files())
+
+
+@functools.cache
+def load(name: str) -> MessageCatalog:
+    """The catalog NAME, read and checked once per process."""
+    import json  # here: a start whose rules name no catalog entry never reads one
+
+    path = folder() / f"{name}.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        head = data["catalog"]
+        entries = tuple(_entry(name, row) for row in data["entries"])
+        return MessageCatalog(id=name, name=str(head["name"]), version=str(head["version"]),
+                              url=str(head["url"]), source=str(head["source"]), entries=entries)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise TroubleshootError(f"{path}: not a readable message catalog ({e})") from None
+
+
+def _entry(name: str, row: dict) -> CatalogEntry:
+    return CatalogEntry(catalog=name, key=str(row["key"]), code=row.get("code"), message=row.get("message"),
+                        pattern=row.get("pattern"), doc=row.get("doc"), where=row.get("where"),
+                        symptom=row.get("symptom"), severity=row.get("severity", "info"),
+                        action=row.get("action"), reason=row.get("reason"))
+
+
+def expand(pattern: str) -> tuple[str, list[str]]:
+    """`pattern` with each `{catalog:NAME}` replaced by that catalog's printed forms, and the
+    names it named that are not catalogs."""
+    unknown: list[str] = []
+
+    def sub(m: re.Match) -> str:
+        if m.group(1) not in names():
+            unknown.append(m.group(1))
+            return m.group(0)
+        return load(m.group(1)).printed_forms()
+
+    return (EXPANSION.sub(sub, pattern) if "{catalog:" in pattern else pattern), unknown
