@@ -371,6 +371,8 @@ def _diagnosis(t: RuleTrace, facts: Mapping | None, extra: Mapping[str, str] | N
                          f"last counted {last}")
         else:
             notes.append(f"matched {t.log_count} lines, first {first}, last {last}")
+    if "{" in rule.title:
+        rule = replace(rule, title=interpolate(rule.title, words, facts))
     return Diagnosis(
         rule=rule,
         confidence=round(confidence, 3),

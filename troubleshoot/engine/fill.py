@@ -29,6 +29,8 @@ def short(value, limit: int = 160) -> str:
 
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)\}")
+# `{name|words}`: the rule's own words for when the log or the facts do not give `name`.
+_WITH_FALLBACK = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)\|([^{}\n]*)\}")
 
 
 def interpolate(text: str, captures: Mapping[str, str], facts: Mapping | None = None, markdown: bool = False) -> str:
@@ -39,6 +41,8 @@ def interpolate(text: str, captures: Mapping[str, str], facts: Mapping | None = 
     Titles stay unescaped: each renderer escapes a title as a whole."""
     if "{" not in text:
         return text
+    if "|" in text:
+        text = _fallbacks(text, captures, facts)
     names = _placeholders(text)
     return _filled(text, names, tuple(_value_of(n, captures, facts) for n in names), markdown)
 
@@ -56,8 +60,20 @@ def _filled(text: str, names: tuple[str, ...], values: tuple[str | None, ...], m
     return cmdquote.fill(text, _PLACEHOLDER, given.get, markdown_inline if markdown else cmdquote.as_read)
 
 
+def _fallbacks(text: str, captures: Mapping[str, str], facts: Mapping | None) -> str:
+    """Each `{name|words}` as `{name}` where the value is known (filled, quoted, like any
+    other), else as the rule's words."""
+
+    def sub(m: re.Match) -> str:
+        return "{" + m.group(1) + "}" if _value_of(m.group(1), captures, facts) is not None else m.group(2)
+
+    return _WITH_FALLBACK.sub(sub, text)
+
+
 def _fill_value(text: str, captures: Mapping[str, str], facts: Mapping | None) -> str:
     """A fix parameter: data for the fixer, never Markdown, so every value goes in as read."""
+    if "|" in text:
+        text = _fallbacks(text, captures, facts)
 
     def sub(m: re.Match) -> str:
         value = _value_of(m.group(1), captures, facts)

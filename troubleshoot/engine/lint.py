@@ -71,6 +71,7 @@ def lint(ruleset: RuleSet, extra_areas: frozenset[str] = frozenset(), fixers: di
             if why:  # RE2 runs it in linear time, but where no RE2 wheel exists the rule is refused
                 problems.append(Problem(rule.origin.path, p.line, f"rule {rule.id!r}: regex has {why}"))
         problems += hedge_problems(rule)
+        problems += _placeholder_problems(rule)
         for p in rule.log:
             hits = sum(1 for line in ORDINARY_LINES if p.regex.search(line))
             if p.regex.search(""):
@@ -87,6 +88,16 @@ def lint(ruleset: RuleSet, extra_areas: frozenset[str] = frozenset(), fixers: di
                     f"every such line would be checked one by one; keep a rare literal in the pattern"),
                     level="warning"))
     return sorted(problems, key=lambda p: (p.path, p.line or 0))
+
+
+def _placeholder_problems(rule) -> list[Problem]:
+    """A `{name}` the rule may fire without: a report would show that it is missing."""
+    from troubleshoot.engine.placeholders import unguaranteed
+
+    return [Problem(rule.origin.path, rule.origin.line, (
+        f"rule {rule.id!r}: {where} names {{{name}}}, which the rule can fire without (a capture not in every "
+        f"pattern or in an optional part, a fact no match.facts condition needs): write {{{name}|words for "
+        f"when it is missing}} or make the rule need it"), level="error") for where, name in unguaranteed(rule)]
 
 
 def _prefilter_hits(source: str) -> int:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from troubleshoot.model import Diagnosis, Evidence, Fix, Rule
 
 # A `{name}` the engine fills from a capture or a fact (engine.diagnose reads the same form).
-_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)\}")
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)(?:\|([^{}\n]*))?\}")
 THIS_MACHINE = "/ (this machine)"  # where a fix applied without --root changed files
 LOCAL_FACTS = "this machine"  # what facts describe unless they were pasted or name their node
 # Sources that are no path: a printed command names the log as LOG instead.
@@ -177,6 +177,8 @@ def _filler(rule: Rule, captured: Mapping[str, str]):
 
     def word(m: re.Match) -> str:
         name = m.group(1)
+        if m.group(2) is not None and name in written:  # the rule's own words for a value it did not have
+            return m.group(2)
         if name in captures:
             return f"[{name}: not in the log]"
         if name in catalog:
