@@ -75,7 +75,11 @@ class MessageCatalog:
 
     @functools.cached_property
     def _by_message(self) -> dict[str, CatalogEntry]:
-        return {e.message.casefold(): e for e in self.entries if e.message}
+        # Two codes may print one text (CUDA's 200 and 300): the one that means something wins.
+        out: dict[str, CatalogEntry] = {}
+        for e in sorted((e for e in self.entries if e.message), key=lambda e: e.symptom is not None):
+            out[e.message.casefold()] = e
+        return out
 
     @functools.cached_property
     def _patterns(self) -> list[tuple[re.Pattern, CatalogEntry]]:

@@ -250,6 +250,8 @@ def fired(rules: Iterable[Rule], scan: ScanResult | None, facts: Mapping | None 
             diagnoses += _entry_diagnoses(t, scan, facts, entries_covered)
         else:
             diagnoses.append(_diagnosis(t, facts))
+    if any(d.entry for d in diagnoses):
+        diagnoses = _catalog_as_fallback(diagnoses)
     if not any(d.xid for d in diagnoses):
         return diagnoses
     from troubleshoot.engine import gpufaults
@@ -319,6 +321,17 @@ def _entry_diagnoses(t: RuleTrace, scan: ScanResult, facts: Mapping | None,
         out.append(replace(d, action=e.action or t.rule.action,
                            entry={"catalog": catalog.id, "version": catalog.version, "key": e.key, "code": e.code}))
     return out
+
+
+def _catalog_as_fallback(diagnoses: list[Diagnosis]) -> list[Diagnosis]:
+    """A message catalog speaks where no rule written for the message does: an entry's
+    diagnosis whose lines another rule's diagnosis already shows, or whose symptom another
+    rule already found in this log, is left out."""
+    written = [d for d in diagnoses if d.entry is None]
+    lines = {e.line for d in written for e in d.evidence if e.source == "log" and e.line is not None}
+    symptoms = {d.symptom for d in written}
+    return [d for d in diagnoses if d.entry is None or not (
+        d.symptom in symptoms or {e.line for e in d.evidence if e.source == "log"} <= lines)]
 
 
 def _series_words(series: Mapping[str, dict]) -> dict[str, str]:
