@@ -94,15 +94,16 @@ def _verdict(spec: dict, where: str) -> dict:
             "reason": spec.get("reason")}
 
 
-def apply_map(name: str, entries: list[Entry], mapping: dict) -> list[dict]:
+def apply_map(name: str, entries: list[Entry], mapping: dict, strict: bool = True) -> list[dict]:
     """Every entry with its verdict. A key the map names that the source lacks, or a group that
-    matches no entry, is an error: the map would silently say nothing after an upstream rename."""
+    matches no entry, is an error: the map would silently say nothing after an upstream rename.
+    `strict=False` is for an excerpt of the source, which holds only some of its entries."""
     keys = [e.key for e in entries]
     if len(set(keys)) != len(keys):
         dup = sorted({k for k in keys if keys.count(k) > 1})
         raise CatalogError(f"{name}: duplicate keys in the source: {', '.join(dup[:5])}")
     missing = sorted(set(mapping["entries"]) - set(keys))
-    if missing:
+    if missing and strict:
         raise CatalogError(f"maps/{name}.yaml: entries not in the source: {', '.join(missing)}")
     groups = [(re.compile(g["keys"]), _verdict(g, f"maps/{name}.yaml group {g.get('keys')!r}"), g["keys"])
               for g in mapping["groups"]]
@@ -121,7 +122,7 @@ def apply_map(name: str, entries: list[Entry], mapping: dict) -> list[dict]:
         row.update({k: val for k, val in v.items() if val is not None})
         out.append(row)
     unused = [src for _, _, src in groups if src not in used]
-    if unused:
+    if unused and strict:
         raise CatalogError(f"maps/{name}.yaml: groups matching no entry: {', '.join(unused)}")
     return out
 

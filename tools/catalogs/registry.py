@@ -29,15 +29,16 @@ def generators() -> dict[str, ModuleType]:
 
 
 def rows(name: str, tree: Path, version: str | None = None,
-         map_path: Path | None = None) -> tuple[dict, list[dict]]:
-    """The catalog's header and its mapped entries, without writing anything."""
+         map_path: Path | None = None, strict: bool = True) -> tuple[dict, list[dict]]:
+    """The catalog's header and its mapped entries, without writing anything. `strict=False`
+    for an excerpt of the source: map keys and groups it does not hold are not errors."""
     mod = generators().get(name)
     if mod is None:
         raise common.CatalogError(f"no generator makes a catalog named {name!r}")
     if not Path(tree).is_dir():
         raise common.CatalogError(f"{tree}: not a folder")
     header, entries = mod.parse(name, Path(tree), version)
-    return header, common.apply_map(name, entries, common.load_map(name, map_path))
+    return header, common.apply_map(name, entries, common.load_map(name, map_path), strict)
 
 
 def build(name: str, tree: Path, version: str | None = None, out: Path | None = None) -> Path:

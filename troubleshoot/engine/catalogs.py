@@ -82,9 +82,26 @@ class MessageCatalog:
         return out
 
     @functools.cached_property
+    def _by_loose_key(self) -> dict[str, CatalogEntry]:
+        # pynvml's NVMLError_GpuIsLost is NVML_ERROR_GPU_IS_LOST: the key without case or marks
+        return {_loose(e.key): e for e in self.entries}
+
+    @functools.cached_property
+    def _by_head(self) -> dict[str, CatalogEntry]:
+        # Older releases print a message without its advice: NCCL's "unhandled cuda error" before
+        # " (run with NCCL_DEBUG=INFO for details)" came in.
+        out: dict[str, CatalogEntry] = {}
+        for e in sorted((e for e in self.entries if e.message), key=lambda e: e.symptom is not None):
+            head = message_head(e.message)
+            if head != e.message:
+                out[head.casefold()] = e
+        return out
+
+    @functools.cached_property
     def _patterns(self) -> list[tuple[re.Pattern, CatalogEntry]]:
         # Where several formats print the same text, the one with the most literal text says most.
-        compiled = [(re.compile(e.pattern, re.DOTALL), e) for e in self.entries if e.pattern]
+        compiled = [(re.compile(form, re.DOTALL), e) for e in self.entries if e.pattern
+                    for form in dict.fromkeys((e.pattern, pattern_head(e.pattern)))]
         return sorted(compiled, key=lambda pe: -_literal_len(pe[0].pattern))
 
     def entry(self, key: str) -> CatalogEntry | None:
@@ -92,16 +109,19 @@ class MessageCatalog:
 
     def lookup(self, text: str) -> CatalogEntry | None:
         """The entry `text` (a captured key, code or printed message) names, or None."""
-        text = text.strip()
+        raw, text = text, text.strip()
         if not text:
             return None
         found = self._by_key.get(text)
         if found is None and _INT.match(text):
             found = self._by_code.get(int(text, 0))
         if found is None:
-            found = self._by_message.get(text.casefold())
+            found = self._by_message.get(text.casefold()) or self._by_head.get(text.casefold())
         if found is None:
-            found = next((e for rx, e in self._patterns if rx.fullmatch(text)), None)
+            found = self._by_loose_key.get(_loose(text))
+        if found is None:
+            # unstripped: a format's text may end in a blank before what it prints next
+            found = next((e for rx, e in self._patterns if rx.fullmatch(raw) or rx.fullmatch(text)), None)
         return found
 
     def printed_forms(self) -> str:
@@ -110,7 +130,31 @@ class MessageCatalog:
         whole text."""
         forms = {re.escape(e.message) if e.message else e.pattern for e in self.entries
                  if e.symptom and (e.message or e.pattern)}
+        forms |= {re.escape(message_head(e.message)) for e in self.entries if e.symptom and e.message}
+        forms |= {pattern_head(e.pattern) for e in self.entries if e.symptom and e.pattern}
         return "(?:" + "|".join(sorted(forms, key=lambda f: (-len(f), f))) + ")" if forms else "(?!)"
+
+
+def message_head(message: str) -> str:
+    """A message without the advice or detail an emitter appends after " (" or " - ", where
+    what is left is still long enough to name one entry."""
+    head = re.split(r" \(| - ", message, maxsplit=1)[0].rstrip(" .")
+    return head if len(head) >= 12 else message
+
+
+def pattern_head(pattern: str) -> str:
+    """A format's pattern up to the detail it appends after ", " or " (" (an errno, a status),
+    where what comes before is literal enough to name one entry: releases add such details,
+    and a line from an older one lacks them."""
+    for m in re.finditer(r",\\? |\\? \\\(", pattern):
+        head = pattern[: m.start()]
+        if _literal_len(head) >= 20:
+            return head
+    return pattern
+
+
+def _loose(text: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", text.casefold())
 
 
 def _literal_len(pattern: str) -> int:

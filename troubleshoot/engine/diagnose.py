@@ -125,6 +125,8 @@ def _trace(rule: Rule, scan: ScanResult | None, facts: Mapping | None) -> RuleTr
         reason = "no log was given"
     elif rule.log and not log_hits:
         reason = "no line matched match.log"
+    elif rule.catalog not in (None, "xid") and not _names_an_entry(rule, log_hits):
+        reason = f"the lines name no {rule.catalog} entry that means something"
     elif any(line is None for _, line in withs):
         reason = "a with_log pattern matched no line"
     elif without_hits:
@@ -289,6 +291,13 @@ def _xid_diagnoses(t: RuleTrace, scan: ScanResult, facts: Mapping | None, skip: 
         out.append(replace(d, action=v.action, notes=notes,
                            xid={"code": v.code, "pci": sub.captures.get("pci"), "name": v.name}))
     return out
+
+
+def _names_an_entry(rule: Rule, hits) -> bool:
+    from troubleshoot.engine import catalogs
+
+    catalog = catalogs.load(rule.catalog)
+    return any((e := catalog.lookup(text)) is not None and e.symptom for text in hits.parts)
 
 
 def _entry_diagnoses(t: RuleTrace, scan: ScanResult, facts: Mapping | None,
