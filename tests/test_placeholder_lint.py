@@ -93,3 +93,36 @@ def test_the_shipped_rules_have_no_placeholder_they_can_fire_without():
     rs = load_ruleset([], include_shipped=True, use_config=False)
     bad = [(r.id, where, name) for r in rs.rules for where, name in unguaranteed(r)]
     assert bad == []
+
+
+def test_braces_the_engine_never_fills_and_whole_fix_params_need_no_words(rules_dir):
+    rs = _rules(rules_dir, RULE.replace("`nvidia-smi -q -i {pci|0}`", '`torch.device(f"cuda:{rank}")` or `${DRV}`')
+                + textwrap.indent(textwrap.dedent("""\
+                fixes:
+                  - fixer: gpu-fault
+                    title: Follow the catalog
+                    params: {pci: '{pci}'}
+                """), "  "))
+    assert rs.problems == []
+    assert unguaranteed(rs.rules[0]) == []
+
+
+def test_a_fallback_left_open_at_the_end_of_its_line_fails_the_lint(rules_dir):
+    rs = _rules(rules_dir, RULE.replace("{pci|named in the line}", "{pci|named in\n    the line}"))
+    assert any("does not close on its line" in p.message and p.level == "error" for p in lint(rs))
+
+
+def test_a_capture_a_condition_needs_is_guaranteed(rules_dir):
+    rs = _rules(rules_dir, """\
+    - id: gpu-gone
+      symptom: gpu-hardware-fault
+      title: GPU gone
+      severity: error
+      match:
+        log: ['GPU (?:at (?P<pci>[0-9a-f:.]+) )?is gone']
+        facts: ['log.pci matches "^0000"']
+      explain: "The GPU {pci} stopped answering."
+      examples: {match: ['GPU at 0000:3b:00.0 is gone'], no_match: [nothing]}
+    """)
+    assert rs.problems == []
+    assert unguaranteed(rs.rules[0]) == []

@@ -213,8 +213,8 @@ def test_the_cli_renders_the_views(args):
     assert p.returncode == 0, p.stderr
     if args[1:] == ("json",):
         first = json.loads(p.stdout)["diagnoses"][0]
-        assert list(first) == ["rule", "symptom", "title", "severity", "confidence", "action", "xid", "count",
-                               "first_line", "last_line", "evidence", "captures", "explain", "fixes", "references",
+        assert list(first) == ["rule", "symptom", "title", "severity", "confidence", "action", "xid", "catalog",
+                               "count", "first_line", "last_line", "evidence", "captures", "explain", "fixes", "references",
                                "notes", "origin", "ranks", "nodes", "files", "first_seen"]
     else:
         assert b"torch-cuda-oom" in p.stdout and b"{" not in p.stdout.split(b"evidence", 1)[0]

@@ -92,9 +92,12 @@ def lint(ruleset: RuleSet, extra_areas: frozenset[str] = frozenset(), fixers: di
 
 def _placeholder_problems(rule) -> list[Problem]:
     """A `{name}` the rule may fire without: a report would show that it is missing."""
-    from troubleshoot.engine.placeholders import unguaranteed
+    from troubleshoot.engine.placeholders import unclosed, unguaranteed
 
-    return [Problem(rule.origin.path, rule.origin.line, (
+    broken = [Problem(rule.origin.path, rule.origin.line, (
+        f"rule {rule.id!r}: {text.strip()!r} opens a placeholder with fallback words that does not close on its "
+        f"line: write {{name|words}} on one line"), level="error") for text in unclosed(rule)]
+    return broken + [Problem(rule.origin.path, rule.origin.line, (
         f"rule {rule.id!r}: {where} names {{{name}}}, which the rule can fire without (a capture not in every "
         f"pattern or in an optional part, a fact no match.facts condition needs): write {{{name}|words for "
         f"when it is missing}} or make the rule need it"), level="error") for where, name in unguaranteed(rule)]

@@ -9,14 +9,18 @@ when every way to fire provides it:
   `{0,n}`, an alternative without it);
 - a fact `{a.b}`: a condition of `match.facts` (or, in a context note, its `when`) can only
   hold with that path (or one below it) set: compared with a value (`==`, `<`, `matches`, `in`
-  ..., not `!=`), named by `exists`, or the list an `any` walks — read under `or` only when both
-  sides need it, never under `not`;
+  ..., not `!=` unless both sides are function calls such as `version()`, which are unknown on
+  a missing value), inside arithmetic so compared, named by `exists` (a fact present but null
+  still reads as missing), or the list an `any` walks — under `or` only when both sides need
+  it, never under `not`; a capture a condition needs as `log.NAME` counts as well;
 - `{series.X.KEY}`: X is a guaranteed capture;
 - a catalog's words: what every entry has (an Xid's name and action; a message entry's key and
   the catalog's name, version and URL) — a message entry's code, message, doc and reason only
   where the catalog gives them to every entry the rule can name, which no rule can promise.
 
-Anything else needs the rule's own words for when it is missing, `{pci|the GPU}`; without them
+Braces that name nothing the engine fills (`f"cuda:{rank}"` in a code sample) stay as written
+and need nothing. A parameter of a fix that is one placeholder is dropped when missing (the
+fixer's default applies). Anything else needs the rule's own words for when it is missing, `{pci|the GPU}`; without them
 the reports word it as missing ("[pci: not in the log]") and `rules lint` fails the rule.
 """
 
@@ -79,13 +83,45 @@ def unguaranteed(rule) -> list[tuple[str, str]]:
     texts = [("title", rule.title), ("explain", rule.explain)]
     for f in rule.fixes:
         texts.append((f"fix {f.fixer!r}", f.title))
-        texts += [(f"fix {f.fixer!r} param {k!r}", v) for k, v in f.params.items() if isinstance(v, str)]
+        # A parameter that is one placeholder is dropped when it is missing (the fixer's default
+        # applies; a required one is the fix check's business), so only text around one counts.
+        texts += [(f"fix {f.fixer!r} param {k!r}", v) for k, v in f.params.items()
+                  if isinstance(v, str) and not _PLACEHOLDER.fullmatch(v)]
+    known = set(rule.captures) | _catalog_words(rule)
     for where, text in texts:
-        out += [(where, n) for n in placeholders(text) if not _filled(n, sure, fact_reads)]
+        out += [(where, n) for n in placeholders(text) if _fills(n, known) and not _filled(n, sure, fact_reads)]
     for i, ctx in enumerate(rule.context):
         reads = fact_reads | _reads((ctx.when,))
-        out += [(f"context note {i + 1}", n) for n in placeholders(ctx.note or "") if not _filled(n, sure, reads)]
+        out += [(f"context note {i + 1}", n) for n in placeholders(ctx.note or "")
+                if _fills(n, known) and not _filled(n, sure, reads)]
     return list(dict.fromkeys(out))
+
+
+def unclosed(rule) -> list[str]:
+    """Texts with a fallback that does not close on its line (`{name|words` ... `}`): neither
+    filled nor worded, it would reach a reader as written."""
+    texts = [rule.title, rule.explain, *(c.note or "" for c in rule.context)]
+    texts += [f.title for f in rule.fixes]
+    return [m.group(0) for t in texts for m in _UNCLOSED.finditer(t or "")]
+
+
+_UNCLOSED = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*\|[^{}\n]*(?:\n|$)")
+
+
+def _catalog_words(rule) -> set[str]:
+    if rule.catalog == "xid":
+        return XID_SURE
+    if rule.catalog is not None:
+        from troubleshoot.engine.catalogs import ENTRY_WORDS
+
+        return {*ENTRY_WORDS, "action", "action_text"}
+    return {"action", "action_text"} if rule.action else set()
+
+
+def _fills(name: str, known: set[str]) -> bool:
+    """Whether the engine fills `{name}` at all: a capture, a catalog word, a dotted path. Other
+    braces (`f"cuda:{rank}"` in a code sample) are left as written, so they need no words."""
+    return "." in name or name in known
 
 
 def _sure(rule) -> set[str]:
@@ -119,7 +155,11 @@ def _needed(node) -> set[str]:
             return _needed(node.left) | _needed(node.right)
         if node.op == "or":
             return _needed(node.left) & _needed(node.right)
-        if node.op in _NEEDS_VALUE and not any(isinstance(x, Lit) and x.value is None for x in (node.left, node.right)):
+        sides = (node.left, node.right)
+        if node.op in _NEEDS_VALUE and not any(isinstance(x, Lit) and x.value is None for x in sides):
+            return _operand_paths(node.left) | _operand_paths(node.right)
+        if node.op == "!=" and all(isinstance(x, Call) for x in sides):
+            # version(a) != version(b): a function of a missing value is unknown, never true
             return _operand_paths(node.left) | _operand_paths(node.right)
         return set()
     if isinstance(node, Call) and node.name == "exists":
@@ -134,12 +174,14 @@ def _operand_paths(node) -> set[str]:
         return {node.dotted}
     if isinstance(node, Call):
         return set().union(*(_operand_paths(a) for a in node.args)) if node.args else set()
+    if isinstance(node, BinOp) and node.op in ("+", "-", "*", "/"):  # arithmetic on a missing value is unknown
+        return _operand_paths(node.left) | _operand_paths(node.right)
     return set()
 
 
 def _filled(name: str, sure: set[str], reads: set[str]) -> bool:
     if "." not in name:
-        return name in sure
+        return name in sure or f"log.{name}" in reads  # a condition needs the capture
     head, _, rest = name.partition(".")
     if head == "series":
         return rest.split(".")[0] in sure
