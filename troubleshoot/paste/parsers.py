@@ -48,6 +48,12 @@ PARSERS = (
     # torch.__config__.show(), nvcc --version, NCCL's banner, the driver's load line
     (LazyParser("envblock", "envblock"), ("MMCV", "PyTorch: ", "detectron2", "Detectron2", "Cuda compilation tools",
                                           "NCCL version ", "NVRM: loading", "CUDA Runtime ", "CUDA_VERSION=")),
+    # the container image the job runs in: a container CLI's run/create/pull, pyxis' and kubectl's
+    # image options, docker:// given to singularity/apptainer/enroot, a manifest's image:, a FROM
+    (LazyParser("images", "images"), ("docker run", "docker create", "docker pull", "podman run", "podman create",
+                                      "podman pull", "nerdctl run", "nerdctl create", "nerdctl pull", "container run",
+                                      "container create", "image pull", "docker://", "--image", "container-image",
+                                      "image:", "FROM ")),
     # collective-hang reports: PyTorch's flight-recorder analyzer (fr_trace, torchfrtrace) and NCCL's RAS status
     (LazyParser("collectives", "flight_recorder"),
      ("joining collective", "group info: ", "Missing dump files from ranks", "missed FR dumps from ranks")),
