@@ -88,6 +88,7 @@ _GROUP_NAME = re.compile(r"\(\?P<([A-Za-z_][A-Za-z0-9_]*)>")
 class LogPattern:
     source: str
     line: int
+    written: str | None = None  # as the rule file writes it, where the loader expanded it ({catalog:NAME})
 
     @property
     def regex(self) -> re.Pattern:

@@ -308,6 +308,7 @@ def _patterns(match, key: str, label: str, problem):
         if not isinstance(src, str) or not src:
             problem(ln, f"{label}'match.{key}' entries must be non-empty strings")
             continue
+        written = src
         src, unknown = catalogs.expand(src)
         if unknown:
             problem(ln, f"{label}'match.{key}' names no message catalog {unknown[0]!r} (rules/catalogs/)")
@@ -316,7 +317,7 @@ def _patterns(match, key: str, label: str, problem):
         if complaint:
             problem(ln, f"{label}{complaint}")
             continue
-        yield LogPattern(source=src, line=ln)
+        yield LogPattern(source=src, line=ln, written=written if written != src else None)
 
 
 def _conditions(match, key: str, label: str, problem):

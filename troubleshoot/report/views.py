@@ -338,7 +338,7 @@ def rule_view(rule: Rule, overrides: Sequence[object] = ()) -> RuleView:
     """The view of a rule as its file defines it: its placeholders are what the rule says, so
     they are shown as written. `overrides`: the origins of the definitions it replaced."""
     o = rule.origin
-    patterns = tuple((label, safe_line(p.source)) for label, pats in
+    patterns = tuple((label, safe_line(p.written or p.source)) for label, pats in
                      (("log", rule.log), ("with_log", rule.with_log), ("without_log", rule.without_log)) for p in pats)
     fixes = tuple(RuleFixView(safe_line(f.fixer), safe_line(f.title or ""),
                               tuple((safe_line(k), safe_block(value_text(v))) for k, v in f.params.items()))
@@ -350,7 +350,9 @@ def rule_view(rule: Rule, overrides: Sequence[object] = ()) -> RuleView:
     record = {"id": rule.id, "symptom": rule.symptom, "severity": rule.severity, "title": rule.title,
               "pack": o.pack, "path": o.path, "line": o.line, "overrides": list(overridden)}
     return RuleView(
-        id=safe_line(rule.id), title=safe_line(rule.title), symptom=safe_line(rule.symptom),
+        # a message catalog rule's diagnoses take each entry's symptom: its own serves the loader
+        id=safe_line(rule.id), title=safe_line(rule.title),
+        symptom="(by entry)" if rule.catalog not in (None, "xid") else safe_line(rule.symptom),
         severity=safe_line(rule.severity), confidence=rule.confidence, origin=safe_line(str(o)),
         path=safe_line(o.path), line=o.line, pack=safe_line(o.pack),
         downstream_of=tuple(safe_line(s) for s in rule.downstream_of),
