@@ -147,8 +147,8 @@ def rules_dir(tmp_path):
 @pytest.fixture(scope="session")
 def _warm_user_cache(tmp_path_factory) -> Path:
     """The per-user cache as a user's first few commands leave it: each shipped rule file's YAML,
-    the whole shipped rule set, the plugin entry points, the scan's pattern databases and the
-    framework facts of this interpreter. Made once per test run by the real commands (a clean
+    the whole shipped rule set, the plugin entry points, lint's verdicts on the shipped patterns,
+    the scan's pattern databases and the framework facts of this interpreter. Made once per test run by the real commands (a clean
     config, no $TROUBLESHOOT_RULES), by whichever worker asks first; the others wait for it."""
     import fcntl
 
@@ -178,7 +178,8 @@ def _make_warm_cache(home: Path, cache: Path) -> None:
     probe = subprocess.Popen([*command, "probe", "--format", "json"], env=env, cwd=REPO, stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE)
     try:
-        for argv, stdin in ((["rules", "list"], None), (["diagnose", "--no-probe", "--log", str(log)], None),
+        for argv, stdin in ((["rules", "list"], None), (["rules", "lint"], None),
+                            (["diagnose", "--no-probe", "--log", str(log)], None),
                             (["diagnose", "--no-probe", "--log", "-"], log.read_bytes())):
             p = subprocess.run([*command, *argv], input=stdin, env=env, cwd=REPO, capture_output=True, timeout=300)
             assert p.returncode == 0, p.stderr.decode()[-2000:]

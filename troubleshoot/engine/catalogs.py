@@ -8,8 +8,8 @@ tools.catalogs` writes them from a source tree; nothing here is typed by hand.
 
 A rule refers to a catalog (`catalog: NAME`) and captures `(?P<entry>...)`: the captured text is
 looked up here (by key, by code, by the printed message) and each entry found becomes its own
-diagnosis. A pattern may hold `{catalog:NAME}`, which the loader replaces with every printed form
-of the catalog's entries that mean something (see `printed_forms`).
+diagnosis. A pattern may hold `{catalog:NAME}`: the loader makes one pattern of it for every
+printed form of the catalog's entries that mean something (see `expand`).
 """
 
 from __future__ import annotations
@@ -125,15 +125,15 @@ class MessageCatalog:
             found = next((e for rx, e in self._patterns if rx.fullmatch(raw) or rx.fullmatch(text)), None)
         return found
 
-    def printed_forms(self) -> str:
-        """One alternation of what the entries that mean something print (their messages
-        escaped, their patterns as they are), the longest first so that a capture takes the
-        whole text."""
-        forms = {re.escape(e.message) if e.message else e.pattern for e in self.entries
+    def printed_forms(self) -> list[str]:
+        """What the entries that mean something print, one regular expression each: their
+        messages escaped, their formats' patterns, each as far as older releases printed it
+        too (`message_head`, `pattern_head`)."""
+        # Only the heads: a line holding the whole text holds its head, and the entry is looked
+        # up by either; every form more is a pattern more for each scan to build.
+        forms = {re.escape(message_head(e.message)) if e.message else pattern_head(e.pattern) for e in self.entries
                  if e.symptom and (e.message or e.pattern)}
-        forms |= {re.escape(message_head(e.message)) for e in self.entries if e.symptom and e.message}
-        forms |= {pattern_head(e.pattern) for e in self.entries if e.symptom and e.pattern}
-        return "(?:" + "|".join(sorted(forms, key=lambda f: (-len(f), f))) + ")" if forms else "(?!)"
+        return sorted(forms, key=lambda f: (-len(f), f)) or ["(?!)"]
 
 
 def message_head(message: str) -> str:
@@ -144,14 +144,16 @@ def message_head(message: str) -> str:
 
 
 def pattern_head(pattern: str) -> str:
-    """A format's pattern up to the detail it appends after ", " or " (" (an errno, a status),
-    where what comes before is literal enough to name one entry: releases add such details,
-    and a line from an older one lacks them."""
-    for m in re.finditer(r",\\? |\\? \\\(", pattern):
+    """A format's pattern up to the detail it appends after ", ", ": " or " (" (an errno, a
+    status, the wrapped error), where what comes before is literal enough to name one entry:
+    releases add such details, and a line from an older one lacks them. Else the pattern
+    without the wildcards it ends in."""
+    for m in re.finditer(r",\\? |\\? \\\(|:\\? ", pattern):
         head = pattern[: m.start()]
         if _literal_len(head) >= 20:
             return head
-    return pattern
+    # a wildcard at the end adds nothing to a search: the line may go on anyway
+    return re.sub(r"(?:\\? |:)*(?:\.\*\?)+$", "", pattern) or pattern
 
 
 def _loose(text: str) -> str:
@@ -159,7 +161,10 @@ def _loose(text: str) -> str:
 
 
 def _literal_len(pattern: str) -> int:
-    return len(re.sub(r"\.\*\?|\\.|[()?:|+*\[\]^$]", "", pattern))
+    """About how much fixed text a pattern holds: its letters outside character classes and
+    class escapes (\\d, \\w ...), which say nothing about one message."""
+    plain = re.sub(r"\[(?:\\.|[^\]\\])*\]|\\[dDwWsSbB]|\(\?[:P<>=!a-z]*", "", pattern)
+    return sum(c.isalpha() for c in plain)
 
 
 def folder() -> Path:
@@ -203,15 +208,18 @@ def _entry(name: str, row: dict) -> CatalogEntry:
                         action=row.get("action"), reason=row.get("reason"))
 
 
-def expand(pattern: str) -> tuple[str, list[str]]:
-    """`pattern` with each `{catalog:NAME}` replaced by that catalog's printed forms, and the
-    names it named that are not catalogs."""
-    unknown: list[str] = []
-
-    def sub(m: re.Match) -> str:
-        if m.group(1) not in names():
-            unknown.append(m.group(1))
-            return m.group(0)
-        return load(m.group(1)).printed_forms()
-
-    return (EXPANSION.sub(sub, pattern) if "{catalog:" in pattern else pattern), unknown
+def expand(pattern: str) -> tuple[list[str], str | None]:
+    """The patterns `pattern` stands for: itself, or one per printed form of the catalog its
+    `{catalog:NAME}` names (one pattern each, not one alternation: hyperscan compiles hundreds
+    of small patterns in a fraction of the time one pattern of hundreds of branches takes, and
+    refuses one past its length limit). Second: what is wrong with the reference, or None."""
+    refs = EXPANSION.findall(pattern)
+    if not refs:
+        return [pattern], None
+    if len(refs) > 1:
+        return [], "names more than one message catalog; one pattern may name one"
+    if refs[0] not in names():
+        return [], f"names no message catalog {refs[0]!r} (rules/catalogs/)"
+    at = EXPANSION.search(pattern)
+    head, tail = pattern[: at.start()], pattern[at.end():]
+    return [f"{head}(?:{form}){tail}" for form in load(refs[0]).printed_forms()], None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from troubleshoot.engine import conditions
 from troubleshoot.scan.backtrack import superlinear
@@ -55,38 +56,19 @@ def hedge_problems(rule) -> list[Problem]:
 def lint(ruleset: RuleSet, extra_areas: frozenset[str] = frozenset(), fixers: dict | None = None) -> list[Problem]:
     """Every problem of the rule set. `extra_areas`: snapshot areas that plugin probes add;
     `fixers`: the registered fixers by id (objects with `validate(params)`), to check `fixes:`."""
+    from troubleshoot.engine.lintcache import PatternVerdicts
+
     problems = list(ruleset.problems)
+    verdicts = PatternVerdicts(_check_pattern, _CODE_FILES)
     for rule in ruleset.rules:
         problems += _fact_problems(rule, extra_areas)
         if fixers is not None:
             problems += _fix_problems(rule, fixers)
         for p in rule.log + rule.with_log + rule.without_log:
-            try:
-                p.regex
-            except re.error as exc:
-                problems.append(Problem(rule.origin.path, p.line, f"rule {rule.id!r}: regex does not compile in "
-                                        f"Python's re (used where RE2 is not installed): {exc}"))
-                continue
-            why = superlinear(p.regex)
-            if why:  # RE2 runs it in linear time, but where no RE2 wheel exists the rule is refused
-                problems.append(Problem(rule.origin.path, p.line, f"rule {rule.id!r}: regex has {why}"))
+            problems += _pattern_problems(rule, p, verdicts.get(p.source), p in rule.log)
         problems += hedge_problems(rule)
         problems += _placeholder_problems(rule)
-        for p in rule.log:
-            hits = sum(1 for line in ORDINARY_LINES if p.regex.search(line))
-            if p.regex.search(""):
-                problems.append(Problem(rule.origin.path, p.line,
-                                        f"rule {rule.id!r}: pattern matches an empty line, so every line of a log",
-                                        level="error"))
-            elif hits >= 2:
-                problems.append(Problem(rule.origin.path, p.line,
-                                        f"rule {rule.id!r}: pattern matches ordinary training-log lines", level="warning"))
-            elif _prefilter_hits(p.source) >= 2:
-                problems.append(Problem(rule.origin.path, p.line, (
-                    f"rule {rule.id!r}: what the scanner searches for this pattern (its prefilter form, "
-                    f"after common words and optional ends are dropped) matches ordinary training-log lines: "
-                    f"every such line would be checked one by one; keep a rare literal in the pattern"),
-                    level="warning"))
+    verdicts.save()
     return sorted(problems, key=lambda p: (p.path, p.line or 0))
 
 
@@ -101,6 +83,54 @@ def _placeholder_problems(rule) -> list[Problem]:
         f"rule {rule.id!r}: {where} names {{{name}}}, which the rule can fire without (a capture not in every "
         f"pattern or in an optional part, a fact no match.facts condition needs): write {{{name}|words for "
         f"when it is missing}} or make the rule need it"), level="error") for where, name in unguaranteed(rule)]
+
+
+# The code whose verdicts PatternVerdicts keeps: a change to it checks every pattern again.
+_CODE_FILES = [Path(__file__), Path(superlinear.__code__.co_filename),
+               Path(__file__).parents[1] / "scan" / "prefilter.py", Path(__file__).parents[1] / "model.py"]
+
+
+def _check_pattern(source: str) -> list[tuple[str, str]]:
+    """What lint finds about one pattern, as (code, detail): the same for every rule and role
+    that uses it (the checks for a `match.log` pattern only are told apart by code)."""
+    from troubleshoot.model import compile_ascii
+
+    try:
+        regex = compile_ascii(source)
+    except re.error as exc:
+        return [("compile", str(exc))]
+    out = []
+    why = superlinear(regex)
+    if why:
+        out.append(("superlinear", why))
+    if regex.search(""):
+        out.append(("empty", ""))
+    elif sum(1 for line in ORDINARY_LINES if regex.search(line)) >= 2:
+        out.append(("ordinary", ""))
+    elif _prefilter_hits(source) >= 2:
+        out.append(("prefilter", ""))
+    return out
+
+
+def _pattern_problems(rule, p, found, is_log: bool) -> list[Problem]:
+    out = []
+    for code, detail in found:
+        if code == "compile":
+            msg, level = f"regex does not compile in Python's re (used where RE2 is not installed): {detail}", "error"
+        elif code == "superlinear":  # RE2 runs it in linear time, but where no RE2 wheel exists the rule is refused
+            msg, level = f"regex has {detail}", "error"
+        elif not is_log:
+            continue
+        elif code == "empty":
+            msg, level = "pattern matches an empty line, so every line of a log", "error"
+        elif code == "ordinary":
+            msg, level = "pattern matches ordinary training-log lines", "warning"
+        else:
+            msg, level = ("what the scanner searches for this pattern (its prefilter form, after common words and "
+                          "optional ends are dropped) matches ordinary training-log lines: every such line would be "
+                          "checked one by one; keep a rare literal in the pattern"), "warning"
+        out.append(Problem(rule.origin.path, p.line, f"rule {rule.id!r}: {msg}", level=level))
+    return out
 
 
 def _prefilter_hits(source: str) -> int:

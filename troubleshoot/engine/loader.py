@@ -308,16 +308,16 @@ def _patterns(match, key: str, label: str, problem):
         if not isinstance(src, str) or not src:
             problem(ln, f"{label}'match.{key}' entries must be non-empty strings")
             continue
-        written = src
-        src, unknown = catalogs.expand(src)
-        if unknown:
-            problem(ln, f"{label}'match.{key}' names no message catalog {unknown[0]!r} (rules/catalogs/)")
+        expanded, wrong = catalogs.expand(src)
+        if wrong:
+            problem(ln, f"{label}'match.{key}' {wrong}")
             continue
-        complaint = check_pattern(src)
-        if complaint:
-            problem(ln, f"{label}{complaint}")
-            continue
-        yield LogPattern(source=src, line=ln, written=written if written != src else None)
+        for one in expanded:
+            complaint = check_pattern(one)
+            if complaint:
+                problem(ln, f"{label}{complaint}")
+                break
+            yield LogPattern(source=one, line=ln, written=src if one != src else None)
 
 
 def _conditions(match, key: str, label: str, problem):
