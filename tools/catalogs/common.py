@@ -142,3 +142,46 @@ def write_catalog(name: str, header: dict, rows: list[dict], out: Path | None = 
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(out)
     return out
+
+
+def split_args(text: str, start: int) -> list[str] | None:
+    """The top-level arguments of the C, C++ or Go call whose '(' ends just before `start`, or
+    None when the call never closes (a partial file). Strings ("", '', Go's ``), runes and
+    comments may hold any bracket or comma."""
+    args, depth, i, begin = [], 0, start, start
+    while i < len(text):
+        c = text[i]
+        if c in "\"'`":
+            end = text.find(c, i + 1) if c == "`" else _quote_end(text, i)
+            if end < 0:
+                return None
+            i = end
+        elif text.startswith("//", i):
+            i = text.find("\n", i)
+            if i < 0:
+                return None
+        elif text.startswith("/*", i):
+            i = text.find("*/", i) + 1
+            if i <= 0:
+                return None
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            if depth == 0:
+                args.append(text[begin:i])
+                return args
+            depth -= 1
+        elif c == "," and depth == 0:
+            args.append(text[begin:i])
+            begin = i + 1
+        i += 1
+    return None
+
+
+def _quote_end(text: str, i: int) -> int:
+    q, j = text[i], i + 1
+    while j < len(text) and text[j] != q:
+        if text[j] == "\n":
+            return -1
+        j += 2 if text[j] == "\\" else 1
+    return j if j < len(text) else -1

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from tools.catalogs.common import CatalogError, Entry, printf_pattern
+from tools.catalogs.common import CatalogError, Entry, printf_pattern, split_args
 
 SOURCE = ("NVIDIA/libnvidia-container, NVIDIA/nvidia-container-toolkit, "
           "cncf-tags/container-device-interface, NVIDIA/k8s-device-plugin")
@@ -119,48 +119,6 @@ C_LITERAL = re.compile(rf"\s*(?:(?:{STRING}|PRI[diouxX]\w*)\s*)+")
 GO_LITERAL = re.compile(rf"\s*(?:{STRING}|`[^`]*`)(?:\s*\+\s*(?:{STRING}|`[^`]*`))*\s*")
 GO_VERB = re.compile(r"%[-+# 0]*(?:\[\d+\])?(?:\d+|\*)?(?:\.(?:\d+|\*))?([a-zA-Z%])")
 C_VERB = re.compile(r"%[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L|q|j|z|Z|t)?[a-zA-Z%]")
-
-
-def split_args(text: str, start: int) -> list[str] | None:
-    """The top-level arguments of the call whose '(' ends just before `start`, or None when the
-    call never closes (a partial file). Strings, runes and comments may hold any bracket."""
-    args, depth, i, begin = [], 0, start, start
-    while i < len(text):
-        c = text[i]
-        if c in "\"'`":
-            end = text.find(c, i + 1) if c == "`" else _quote_end(text, i)
-            if end < 0:
-                return None
-            i = end
-        elif text.startswith("//", i):
-            i = text.find("\n", i)
-            if i < 0:
-                return None
-        elif text.startswith("/*", i):
-            i = text.find("*/", i) + 1
-            if i <= 0:
-                return None
-        elif c in "([{":
-            depth += 1
-        elif c in ")]}":
-            if depth == 0:
-                args.append(text[begin:i])
-                return args
-            depth -= 1
-        elif c == "," and depth == 0:
-            args.append(text[begin:i])
-            begin = i + 1
-        i += 1
-    return None
-
-
-def _quote_end(text: str, i: int) -> int:
-    q, j = text[i], i + 1
-    while j < len(text) and text[j] != q:
-        if text[j] == "\n":
-            return -1
-        j += 2 if text[j] == "\\" else 1
-    return j if j < len(text) else -1
 
 
 def _unquote(lit: str) -> str:

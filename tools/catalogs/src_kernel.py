@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from tools.catalogs.common import CatalogError, Entry, printf_pattern
+from tools.catalogs.common import CatalogError, Entry, printf_pattern, split_args
 
 SOURCE = "github.com/NVIDIA/open-gpu-kernel-modules (nvstatuscodes.h; kernel-open/, src/nvidia/)"
 NAMES = ("nv-status", "nvrm")
@@ -44,7 +44,6 @@ class Call:
     line: int
 
 
-_STRING = re.compile(r'"(?:\\.|[^"\\\n])*"')
 _TOKEN = re.compile(r'\s*(?:("(?:\\.|[^"\\\n])*")|([A-Za-z_]\w*))')
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "'": "'", "a": "", "0": ""}
 
@@ -75,29 +74,29 @@ def blank_comments(text: str) -> str:
     return "".join(out)
 
 
-def _split_args(code: str, start: int) -> list[str] | None:
-    """The top-level arguments of the call whose "(" is at `start`; None when unbalanced."""
-    depth, args, cur, i = 0, [], start + 1, start
-    while i < len(code):
-        c = code[i]
-        if c in "\"'":
-            m = _STRING.match(code, i) if c == '"' else re.compile(r"'(?:\\.|[^'\\])*'").match(code, i)
-            i = m.end() if m else i + 1
-            continue
+def _call_args(code: str, start: int) -> list[str] | None:
+    """The stripped top-level arguments of the call whose "(" ends just before `start`; None
+    when unbalanced or when a statement ends inside it (a macro's body cut by the preprocessor's
+    lines, not a call)."""
+    args = split_args(code, start)
+    if args is None or any(";" in _STRINGS.sub("", a) and _top_level_semicolon(_STRINGS.sub("", a)) for a in args):
+        return None
+    return [a.strip() for a in args]
+
+
+_STRINGS = re.compile(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'')
+
+
+def _top_level_semicolon(arg: str) -> bool:
+    depth = 0
+    for c in arg:
         if c in "([{":
             depth += 1
         elif c in ")]}":
             depth -= 1
-            if depth == 0:
-                args.append(code[cur:i].strip())
-                return args
-        elif c == "," and depth == 1:
-            args.append(code[cur:i].strip())
-            cur = i + 1
-        elif c == ";" and depth <= 1:
-            return None
-        i += 1
-    return None
+        elif c == ";" and depth == 0:
+            return True
+    return False
 
 
 def c_calls(text: str, names: tuple[str, ...]) -> list[Call]:
@@ -109,7 +108,7 @@ def c_calls(text: str, names: tuple[str, ...]) -> list[Call]:
         line_start = code.rfind("\n", 0, m.start()) + 1
         if code[line_start:m.start()].lstrip().startswith("#"):
             continue  # the macro's own #define
-        args = _split_args(code, m.end() - 1)
+        args = _call_args(code, m.end())
         if args is not None:
             calls.append(Call(m.group(1), args, code.count("\n", 0, m.start()) + 1))
     return calls

@@ -19,7 +19,7 @@ import hashlib
 import re
 from pathlib import Path
 
-from tools.catalogs.common import CatalogError, Entry
+from tools.catalogs.common import CatalogError, Entry, split_args
 
 SOURCE = ("github.com/pytorch/pytorch: c10/cuda, aten/src/ATen/{cuda,cudnn,native/cuda,native/cudnn}, "
           "torch/csrc/cuda (TORCH_CHECK and kin), torch/cuda and torch/backends (raises, warnings)")
@@ -210,7 +210,7 @@ def _cpp_messages(text: str) -> list[list]:
     for m in MACRO_CALL.finditer(text):
         if text[:m.start()].rstrip().endswith("#define"):
             continue
-        args = _split_args(text, m.end())
+        args = split_args(text, m.end())
         if args is None:
             continue
         pieces: list = []
@@ -225,29 +225,6 @@ def _strip_comments(text: str) -> str:
     """Comments out, string and character literals kept as they are."""
     token = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|//[^\n]*|/\*.*?\*/', re.S)
     return token.sub(lambda m: " " if m.group(0)[0] == "/" else m.group(0), text)
-
-
-def _split_args(text: str, pos: int) -> list[str] | None:
-    """The top-level, comma-separated arguments of a call whose '(' ends just before pos."""
-    depth, start, args, i = 0, pos, [], pos
-    while i < len(text):
-        c = text[i]
-        if c in "\"'":
-            m = re.compile(c + r"(?:[^" + c + r"\\\n]|\\.)*" + c).match(text, i)
-            i = m.end() if m else i + 1
-            continue
-        if c in "([{":
-            depth += 1
-        elif c in ")]}":
-            if depth == 0:
-                args.append(text[start:i])
-                return args
-            depth -= 1
-        elif c == "," and depth == 0:
-            args.append(text[start:i])
-            start = i + 1
-        i += 1
-    return None
 
 
 def _arg_pieces(arg: str) -> list:
