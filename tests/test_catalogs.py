@@ -27,6 +27,8 @@ DEMO = {
          "action": "restart-app", "reason": "The process must be relaunched."},
         {"key": "demoErrorEcc", "code": 214, "message": "uncorrectable ECC error encountered",
          "symptom": "gpu-hardware-fault", "severity": "error", "action": "reset-gpu"},
+        {"key": "demoErrorBusy", "code": 46, "message": "all CUDA-capable devices are busy or unavailable",
+         "symptom": "device-busy", "severity": "error"},
         {"key": "demo_rpc_timeout", "pattern": r"Timeout after \d+ms of waiting for RPC response from GPU\d+",
          "symptom": "gpu-hardware-fault", "severity": "error", "action": "reboot"},
     ],
@@ -208,3 +210,26 @@ def test_a_shipped_catalog_is_its_map_applied_to_its_entries(name):
         assert common.apply_map(name, entries, common.load_map(name)) == shipped
     finally:
         sys.path.remove(str(REPO))
+
+
+def test_a_written_rule_keeps_its_diagnosis_and_takes_the_catalogs_first_step(demo_catalog, rules_dir):
+    text = _rule("", [r"\b(?P<entry>demoError\w+)\b"]) + textwrap.dedent("""\
+    - id: demo-written
+      symptom: gpu-hardware-fault
+      title: A written rule for the line
+      severity: error
+      match:
+        log: ['GPU trouble: demoErrorEcc']
+      explain: "Written for this message."
+      examples: {match: ['GPU trouble: demoErrorEcc'], no_match: [nothing]}
+    """)
+    rs = _load(rules_dir, text)
+    assert rs.problems == []
+    [d] = _run(rs, "GPU trouble: demoErrorEcc\n")
+    assert (d.rule.id, d.entry, d.action) == ("demo-written", None, "reset-gpu")
+
+
+def test_a_form_whose_entry_names_a_first_step_is_looked_for_first(demo_catalog):
+    forms = catalogs.load("demo-status").printed_forms()
+    # the busy devices' message is longer than two forms before it, but its entry names no first step
+    assert len(forms) == 4 and "busy" in forms[-1] and len(forms[-1]) > len(forms[1]) > len(forms[2])

@@ -131,9 +131,15 @@ class MessageCatalog:
         too (`message_head`, `pattern_head`)."""
         # Only the heads: a line holding the whole text holds its head, and the entry is looked
         # up by either; every form more is a pattern more for each scan to build.
-        forms = {re.escape(message_head(e.message)) if e.message else pattern_head(e.pattern) for e in self.entries
-                 if e.symptom and (e.message or e.pattern)}
-        return sorted(forms, key=lambda f: (-len(f), f)) or ["(?!)"]
+        forms: dict[str, bool] = {}
+        for e in self.entries:
+            if e.symptom and (e.message or e.pattern):
+                form = re.escape(message_head(e.message)) if e.message else pattern_head(e.pattern)
+                forms[form] = forms.get(form, False) or bool(e.action)
+        # A line is one entry's (the first form that matches it): a form whose entry names a
+        # first step is tried first ("missing library ..." inside "detection error: ..."),
+        # then the longer, more specific forms.
+        return sorted(forms, key=lambda f: (not forms[f], -len(f), f)) or ["(?!)"]
 
 
 def message_head(message: str) -> str:

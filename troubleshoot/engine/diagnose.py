@@ -335,12 +335,25 @@ def _entry_diagnoses(t: RuleTrace, scan: ScanResult, facts: Mapping | None,
 def _catalog_as_fallback(diagnoses: list[Diagnosis]) -> list[Diagnosis]:
     """A message catalog speaks where no rule written for the message does: an entry's
     diagnosis whose lines another rule's diagnosis already shows, or whose symptom another
-    rule already found in this log, is left out."""
+    rule already found in this log, is left out. Its first step is not: a written diagnosis of
+    those lines that names none takes the entry's (the catalog's next step for the message)."""
+    def log_lines(d: Diagnosis) -> set:
+        return {e.line for e in d.evidence if e.source == "log" and e.line is not None}
+
     written = [d for d in diagnoses if d.entry is None]
-    lines = {e.line for d in written for e in d.evidence if e.source == "log" and e.line is not None}
+    lines = set().union(*(log_lines(d) for d in written)) if written else set()
     symptoms = {d.symptom for d in written}
-    return [d for d in diagnoses if d.entry is None or not (
-        d.symptom in symptoms or {e.line for e in d.evidence if e.source == "log"} <= lines)]
+    kept, steps = [], {}
+    for d in diagnoses:
+        if d.entry is not None and (d.symptom in symptoms or log_lines(d) <= lines):
+            for line in log_lines(d) if d.action else ():
+                steps.setdefault(line, d.action)
+        else:
+            kept.append(d)
+    if not steps:
+        return kept
+    return [replace(d, action=next((steps[ln] for ln in sorted(log_lines(d)) if ln in steps), None))
+            if d.entry is None and d.action is None and log_lines(d) & steps.keys() else d for d in kept]
 
 
 def _series_words(series: Mapping[str, dict]) -> dict[str, str]:
