@@ -17,18 +17,22 @@ def test_every_subpackage_of_troubleshoot_is_listed():
 
 
 def test_every_data_file_of_troubleshoot_is_in_package_data():
-    """A table, schema or stylesheet the code reads at run time must travel in the wheel too."""
+    """A table, schema, stylesheet or catalog the code reads at run time must travel in the
+    wheel too: under troubleshoot/, and under the folders package-dir maps (rules/, fixers/)."""
     config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
     globs = config["package-data"]
     packages = set(config["packages"])
+    # package name -> its folder: troubleshoot.x.y lives in troubleshoot/x/y unless package-dir says otherwise
+    folders = {name: REPO.joinpath(*name.split(".")) for name in packages}
+    folders.update({name: REPO / folder for name, folder in config["package-dir"].items()})
     missing = []
-    for f in (REPO / "troubleshoot").rglob("*"):
-        if not f.is_file() or f.suffix in (".py", ".pyc") or "__pycache__" in f.parts:
-            continue
-        rel = f.relative_to(REPO)
-        # The package that holds it: the nearest listed package above the file.
-        owner = next(".".join(p.parts) for p in rel.parents if ".".join(p.parts) in packages)
-        inside = f.relative_to(REPO.joinpath(*owner.split(".")))
-        if not any(inside.match(g) for g in globs.get(owner, ())):
-            missing.append(str(rel))
+    for name in ("troubleshoot", *config["package-dir"]):
+        for f in folders[name].rglob("*"):
+            if not f.is_file() or f.suffix in (".py", ".pyc") or "__pycache__" in f.parts:
+                continue
+            # The package that holds it: the listed package whose folder is nearest above the file.
+            owner = max((n for n, d in folders.items() if d in f.parents), key=lambda n: len(folders[n].parts))
+            inside = f.relative_to(folders[owner])
+            if not any(inside.match(g) for g in globs.get(owner, ())):
+                missing.append(str(f.relative_to(REPO)))
     assert missing == [], f"add to [tool.setuptools.package-data] in pyproject.toml: {missing}"
