@@ -26,20 +26,20 @@ from troubleshoot.records import record
 FOLDER = "catalogs"
 # What a catalog rule's title, explain, notes and fix params may name besides its captures.
 ENTRY_WORDS = ("entry_key", "entry_code", "entry_message", "entry_doc", "entry_reason",
-               "catalog_name", "catalog_version", "catalog_url")
+               "catalog_name", "catalog_version", "catalog_url", "action", "action_text")
+# Lookups kept per catalog: a rule's trace and its diagnoses look up the same captured texts.
+LOOKUPS_KEPT = 4096
 EXPANSION = re.compile(r"\{catalog:([a-z0-9-]+)\}")
 _INT = re.compile(r"^(?:0[xX][0-9a-fA-F]+|-?\d+)$")
 
 
 @record(frozen=True)
 class CatalogEntry:
-    catalog: str
     key: str
     code: int | None
     message: str | None
     pattern: str | None
     doc: str | None
-    where: str | None
     symptom: str | None  # None: the entry is not a problem (success, information)
     severity: str
     action: str | None
@@ -50,6 +50,11 @@ class CatalogEntry:
         found = {"entry_key": self.key, "entry_code": None if self.code is None else str(self.code),
                  "entry_message": self.message, "entry_doc": self.doc, "entry_reason": self.reason,
                  "catalog_name": catalog.name, "catalog_version": catalog.version, "catalog_url": catalog.url}
+        if self.action:
+            from troubleshoot.engine.xid import load_catalog
+
+            found["action"] = self.action
+            found["action_text"] = load_catalog().action_text(self.action) or self.action
         return {k: v for k, v in found.items() if v}
 
 
@@ -75,10 +80,16 @@ class MessageCatalog:
         return out
 
     @functools.cached_property
-    def _by_message(self) -> dict[str, CatalogEntry]:
-        # Two codes may print one text (CUDA's 200 and 300): the one that means something wins.
+    def _by_text(self) -> dict[str, CatalogEntry]:
+        """Printed messages, and the heads older releases printed of them (NCCL's "unhandled
+        cuda error" before " (run with NCCL_DEBUG=INFO for details)" came in); a whole message
+        before a head, and where two codes print one text (CUDA's 200 and 300), the one that
+        means something."""
         out: dict[str, CatalogEntry] = {}
-        for e in sorted((e for e in self.entries if e.message), key=lambda e: e.symptom is not None):
+        printed = sorted((e for e in self.entries if e.message), key=lambda e: e.symptom is not None)
+        for e in printed:
+            out[message_head(e.message).casefold()] = e
+        for e in printed:
             out[e.message.casefold()] = e
         return out
 
@@ -88,15 +99,8 @@ class MessageCatalog:
         return {_loose(e.key): e for e in self.entries}
 
     @functools.cached_property
-    def _by_head(self) -> dict[str, CatalogEntry]:
-        # Older releases print a message without its advice: NCCL's "unhandled cuda error" before
-        # " (run with NCCL_DEBUG=INFO for details)" came in.
-        out: dict[str, CatalogEntry] = {}
-        for e in sorted((e for e in self.entries if e.message), key=lambda e: e.symptom is not None):
-            head = message_head(e.message)
-            if head != e.message:
-                out[head.casefold()] = e
-        return out
+    def _looked_up(self) -> dict[str, CatalogEntry | None]:
+        return {}
 
     @functools.cached_property
     def _patterns(self) -> list[tuple[re.Pattern, CatalogEntry]]:
@@ -110,6 +114,14 @@ class MessageCatalog:
 
     def lookup(self, text: str) -> CatalogEntry | None:
         """The entry `text` (a captured key, code or printed message) names, or None."""
+        kept = self._looked_up
+        if text not in kept:
+            if len(kept) >= LOOKUPS_KEPT:
+                kept.clear()
+            kept[text] = self._lookup(text)
+        return kept[text]
+
+    def _lookup(self, text: str) -> CatalogEntry | None:
         raw, text = text, text.strip()
         if not text:
             return None
@@ -117,7 +129,7 @@ class MessageCatalog:
         if found is None and _INT.match(text):
             found = self._by_code.get(int(text, 0))
         if found is None:
-            found = self._by_message.get(text.casefold()) or self._by_head.get(text.casefold())
+            found = self._by_text.get(text.casefold())
         if found is None:
             found = self._by_loose_key.get(_loose(text))
         if found is None:
@@ -173,6 +185,18 @@ def _literal_len(pattern: str) -> int:
     return sum(c.isalpha() for c in plain)
 
 
+def rule_words(catalog: str | None) -> frozenset[str]:
+    """What a rule with `catalog: NAME` may name in its texts besides its captures: the Xid
+    catalog's words (engine.xid.CATALOG_WORDS and the code) or a message catalog's (ENTRY_WORDS)."""
+    if catalog is None:
+        return frozenset()
+    if catalog == "xid":
+        from troubleshoot.engine.xid import CATALOG_WORDS
+
+        return frozenset((*CATALOG_WORDS, "xid"))
+    return frozenset(ENTRY_WORDS)
+
+
 def folder() -> Path:
     return shipped_rules_dir() / FOLDER
 
@@ -200,18 +224,17 @@ def load(name: str) -> MessageCatalog:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         head = data["catalog"]
-        entries = tuple(_entry(name, row) for row in data["entries"])
+        entries = tuple(_entry(row) for row in data["entries"])
         return MessageCatalog(id=name, name=str(head["name"]), version=str(head["version"]),
                               url=str(head["url"]), source=str(head["source"]), entries=entries)
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise TroubleshootError(f"{path}: not a readable message catalog ({e})") from None
 
 
-def _entry(name: str, row: dict) -> CatalogEntry:
-    return CatalogEntry(catalog=name, key=str(row["key"]), code=row.get("code"), message=row.get("message"),
-                        pattern=row.get("pattern"), doc=row.get("doc"), where=row.get("where"),
-                        symptom=row.get("symptom"), severity=row.get("severity", "info"),
-                        action=row.get("action"), reason=row.get("reason"))
+def _entry(row: dict) -> CatalogEntry:
+    return CatalogEntry(key=str(row["key"]), code=row.get("code"), message=row.get("message"),
+                        pattern=row.get("pattern"), doc=row.get("doc"), symptom=row.get("symptom"),
+                        severity=row.get("severity", "info"), action=row.get("action"), reason=row.get("reason"))
 
 
 def expand(pattern: str) -> tuple[list[str], str | None]:

@@ -320,10 +320,6 @@ def _entry_diagnoses(t: RuleTrace, scan: ScanResult, facts: Mapping | None,
         sub = replace(t, log_lines=tuple(lines), log_count=sum(p.count for p in parts),
                       capped=any(p.capped for p in parts), captures=dict(parts[0].captures))
         extra = e.words(catalog)
-        if e.action:
-            from troubleshoot.engine.xid import load_catalog
-
-            extra["action"], extra["action_text"] = e.action, load_catalog().action_text(e.action) or e.action
         rule = replace(t.rule, symptom=e.symptom, severity=e.severity,
                        title=interpolate(t.rule.title, {**sub.captures, **extra}, facts))
         d = _diagnosis(replace(sub, rule=rule), facts, extra)

@@ -200,17 +200,11 @@ def _fix_problems(rule, fixers: dict) -> list[Problem]:
     return out
 
 
-CATALOG_NAMES = {"xid_name", "xid_description", "xid_class", "action", "action_text", "xid"}
-
-
 def _provided(rule, name: str) -> bool:
     """Whether `{name}` in a fix is filled at diagnosis time: a capture, a fact path, a catalog value."""
-    if rule.catalog is None:
-        return name in rule.captures or "." in name
-    from troubleshoot.engine.catalogs import ENTRY_WORDS
+    from troubleshoot.engine.catalogs import rule_words
 
-    words = CATALOG_NAMES if rule.catalog == "xid" else {"action", "action_text", *ENTRY_WORDS}
-    return name in rule.captures or "." in name or name in words
+    return name in rule.captures or "." in name or name in rule_words(rule.catalog)
 
 
 def _relaxed(fixer, names: set):

@@ -28,14 +28,14 @@ from __future__ import annotations
 
 import re
 
+from troubleshoot.engine.catalogs import rule_words
 from troubleshoot.engine.condtree import BinOp, Call, Lit, Path, Quant
 
 # A placeholder, with the rule's fallback words when it has them (`{pci|the GPU}`).
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)(\|[^{}\n]*)?\}")
 _CODE_BLOCK = re.compile(r"```.*?```|`[^`\n]*`", re.DOTALL)
-# Catalog words every entry has (engine.xid.CATALOG_WORDS for Xids, catalogs.ENTRY_WORDS for messages).
-XID_SURE = {"xid", "xid_name", "xid_description", "xid_class", "action", "action_text"}
-ENTRY_SURE = {"entry_key", "catalog_name", "catalog_version", "catalog_url"}
+# The message catalog words every entry has (catalogs.ENTRY_WORDS; every Xid has all of its own).
+ENTRY_SURE = frozenset({"entry_key", "catalog_name", "catalog_version", "catalog_url"})
 
 
 def mandatory_groups(pattern: re.Pattern) -> set[str]:
@@ -87,7 +87,7 @@ def unguaranteed(rule) -> list[tuple[str, str]]:
         # applies; a required one is the fix check's business), so only text around one counts.
         texts += [(f"fix {f.fixer!r} param {k!r}", v) for k, v in f.params.items()
                   if isinstance(v, str) and not _PLACEHOLDER.fullmatch(v)]
-    known = set(rule.captures) | _catalog_words(rule)
+    known = set(rule.captures) | rule_words(rule.catalog)
     for where, text in texts:
         out += [(where, n) for n in placeholders(text) if _fills(n, known) and not _filled(n, sure, fact_reads)]
     for i, ctx in enumerate(rule.context):
@@ -108,16 +108,6 @@ def unclosed(rule) -> list[str]:
 _UNCLOSED = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*\|[^{}\n]*(?:\n|$)")
 
 
-def _catalog_words(rule) -> set[str]:
-    if rule.catalog == "xid":
-        return XID_SURE
-    if rule.catalog is not None:
-        from troubleshoot.engine.catalogs import ENTRY_WORDS
-
-        return {*ENTRY_WORDS, "action", "action_text"}
-    return {"action", "action_text"} if rule.action else set()
-
-
 def _fills(name: str, known: set[str]) -> bool:
     """Whether the engine fills `{name}` at all: a capture, a catalog word, a dotted path. Other
     braces (`f"cuda:{rank}"` in a code sample) are left as written, so they need no words."""
@@ -130,11 +120,9 @@ def _sure(rule) -> set[str]:
     else:
         sure = set()
     if rule.catalog == "xid":
-        sure |= XID_SURE
+        sure |= rule_words(rule.catalog)
     elif rule.catalog is not None:
         sure |= ENTRY_SURE
-    if rule.action:
-        sure |= {"action", "action_text"}
     return sure
 
 

@@ -165,15 +165,11 @@ def _filler(rule: Rule, captured: Mapping[str, str]):
     were filled, so a value from a log that spells `{name}` or `{a.b}` mostly shows as read."""
     written = _placeholders_of(rule)
     captures = (set(rule.captures) - set(captured)) & written
-    catalog: set[str] = set()
-    if rule.catalog == "xid":  # what a catalog rule may name besides its captures
-        from troubleshoot.engine.xid import CATALOG_WORDS
+    catalog: frozenset[str] = frozenset()
+    if rule.catalog is not None:  # what a catalog rule may name besides its captures
+        from troubleshoot.engine.catalogs import rule_words
 
-        catalog = {*CATALOG_WORDS, "xid"} & written
-    elif rule.catalog is not None:
-        from troubleshoot.engine.catalogs import ENTRY_WORDS
-
-        catalog = {*ENTRY_WORDS, "action", "action_text"} & written
+        catalog = rule_words(rule.catalog) & written
 
     def word(m: re.Match) -> str:
         name = m.group(1)
