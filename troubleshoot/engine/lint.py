@@ -86,8 +86,7 @@ def _placeholder_problems(rule) -> list[Problem]:
 
 
 # The code whose verdicts PatternVerdicts keeps: a change to it checks every pattern again.
-_CODE_FILES = [Path(__file__), Path(superlinear.__code__.co_filename),
-               Path(__file__).parents[1] / "scan" / "prefilter.py", Path(__file__).parents[1] / "model.py"]
+_CODE_FILES = [Path(__file__), *(Path(__file__).parents[1] / f for f in ("scan/backtrack.py", "scan/prefilter.py", "model.py"))]
 
 
 def _check_pattern(source: str) -> list[tuple[str, str]]:
