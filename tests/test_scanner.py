@@ -442,3 +442,11 @@ def test_paste_and_the_scanner_strip_the_same_escape_sequences():
     line = "\x1b]0;title\x07\x1b[1;31mDriver Version:\x1b[0m 535.104 \x1b(B\x1b7ok"
     assert ansi.ANSI.sub("", line) == "Driver Version: 535.104 ok"
     assert ansi.clean_line(line.encode()) == ("Driver Version: 535.104 ok",)
+
+
+def test_a_large_bounded_repeat_is_cut_at_like_an_unbounded_one():
+    from troubleshoot.scan.prefilter import from_rare_literal
+
+    assert from_rare_literal(r"NCCL error\b[^\n]{0,300}?[,:] unhandled cuda error") == r"[,:] unhandled cuda error"
+    assert from_rare_literal(r"NCCL error\b[^\n]{0,3}?[,:] unhandled cuda error") == \
+        r"NCCL error\b[^\n]{0,3}?[,:] unhandled cuda error"

@@ -42,7 +42,7 @@ def _flags(single: bool) -> int:
 # pipes has two (see database(defer=...)), and rulecache keeps 8 rule sets.
 KEEP = 16
 # The cache's format: bump it whenever prefilter.py changes what it makes of a pattern.
-FORMS_VERSION = 7
+FORMS_VERSION = 8
 CACHE = usercache.Cache("hyperscan", format=FORMS_VERSION, keep=KEEP)
 
 

@@ -275,6 +275,8 @@ def trim_edges(source: str) -> str:
 
 # A literal at least this long is taken as rare enough to start a prefilter form on its own.
 RARE_LITERAL = 8
+# A bounded repeat with at least this upper bound is cut at like an unbounded one (_unbounded).
+LARGE_REPEAT = 16
 
 
 def _literal_char(atom: str, q) -> bool:
@@ -286,7 +288,10 @@ def _literal_char(atom: str, q) -> bool:
 
 
 def _unbounded(atom: str, q) -> bool:
-    if q is not None and (q.group(0)[0] in "*+" or (q.group(2) and not q.group(3))):
+    """A repeat with no upper bound, or one as good as none for hyperscan: a bound of
+    LARGE_REPEAT or more (`[^\n]{0,300}?`) is as many NFA states, compiled and run on every
+    occurrence of what precedes it."""
+    if q is not None and (q.group(0)[0] in "*+" or (q.group(2) and (not q.group(3) or int(q.group(3)) >= LARGE_REPEAT))):
         return True
     # A group (or class) holding a repeat: an approximation, which only affects where cuts fall.
     return atom.startswith("(") and bool(re.search(r"(?<!\\)[*+]|\{\d*,\}", atom))
