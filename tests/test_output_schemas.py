@@ -263,10 +263,14 @@ def test_run_report_of_a_job_whose_output_is_diagnosed(tmp_path):
 
 
 # The job starts a child in its own process group, then is killed by a signal: the child is a
-# leftover that `run` stops. Popen returns once the child has exec'd, so it is there to find.
+# leftover that `run` stops. The job waits for the child's first line: Popen returns once the
+# exec has begun, but the kernel sets the new command line a moment later, and a loaded machine
+# could show the child by its name alone.
 KILLED_WITH_A_CHILD = """
 import os, signal, subprocess, sys
-subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+child = subprocess.Popen([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(120)"],
+                         stdout=subprocess.PIPE)
+child.stdout.readline()
 os.kill(os.getpid(), signal.SIGKILL)
 """
 
