@@ -45,7 +45,8 @@ def prefilter_source(source: str) -> str:
     - constructs that match one character (`.`, negated classes, `\W`, `\S`, `\D`, classes
       with non-ASCII members) may take up to four bytes per character they stand for;
     - a non-ASCII literal character followed by a quantifier is grouped, so that the
-      quantifier applies to all of its bytes.
+      quantifier applies to all of its bytes; U+FFFD, which the verifier reads in place of
+      invalid UTF-8, stands for one to three bytes of 0x80 or above.
     - optional, repeated and zero-width elements at either end (up to an anchor) are trimmed to
       what every match must contain (`(?:GiB)?` at the end goes, a final `\d+` becomes `\d`):
       any match of the pattern contains a match of the rest, and hyperscan, which reports every
@@ -94,6 +95,11 @@ def prefilter_source(source: str) -> str:
             out.append(_LINE_END)
             i += 1
             continue
+        elif c == "\ufffd":
+            # The verifier reads each invalid UTF-8 sequence (one to three bytes, all >= 0x80) as
+            # U+FFFD, which the raw bytes the database scans do not spell.
+            atom, wide = r"(?:[\x80-\xff]{1,3})", False
+            i += 1
         elif not c.isascii():
             atom, wide = f"(?:{c})", False
             i += 1
