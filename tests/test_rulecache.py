@@ -95,6 +95,36 @@ def test_every_change_to_what_it_was_built_from_builds_it_again(rules_dir, build
     assert len(builds) == n + 2 and len(cache_files()) == 3  # each set of packs has its own, read back the second time
 
 
+def test_a_team_folder_is_built_on_the_cached_shipped_rules(rules_dir, builds, monkeypatch):
+    """With the shipped rules kept as a set of their own, a team folder builds only its own
+    files on top of them: the same rules, overrides, disables, symptoms and problems as a build
+    of every file."""
+    from troubleshoot.engine import loader
+
+    shipped = warm([]).rules
+    target, victim = shipped[0], shipped[4]
+    d = rules_dir({"team.yaml": RULE.format(id="team-a", symptom="team-symptom", title="a"),
+                   "override.yaml": RULE.format(id=target.id, symptom="nan-loss", title="ours"),
+                   "off.yaml": f"disable: [{victim.id}, no-such-rule]\n",
+                   "symptoms.yaml": "symptoms:\n  team-symptom: a symptom of our own\n",
+                   "broken.yaml": "rules: [\n  {id: x\n"})
+    read = []
+    real = loader.load_rule_file
+    monkeypatch.setattr(loader, "load_rule_file", lambda f, *a: read.append(Path(f)) or real(f, *a))
+    on_base = load_ruleset([d])
+    assert read and all(d in f.parents for f in read)  # no shipped file read again
+    monkeypatch.setattr(ruleset, "_shipped_base", lambda *a: None)
+    read.clear()
+    whole = load_ruleset([d])
+    assert any(on_base.packs[0].path in f.parents for f in read)  # every file this time, the shipped ones too
+    assert on_base.rules == whole.rules and on_base.get(target.id).title == "ours" and on_base.get(victim.id) is None
+    assert on_base.get("team-a") is not None
+    assert (on_base.taxonomy, on_base.overridden, on_base.disabled, on_base.symptom_origins) == \
+           (whole.taxonomy, whole.overridden, whole.disabled, whole.symptom_origins)
+    assert [str(p) for p in on_base.problems] == [str(p) for p in whole.problems]
+    assert any("no-such-rule" in str(p) for p in on_base.problems) and any("broken.yaml:" in str(p) for p in on_base.problems)
+
+
 def test_changed_code_builds_it_again(rules_dir, builds, monkeypatch):
     d = rules_dir({"team.yaml": RULE.format(id="team-a", symptom="nan-loss", title="a")})
     warm([d])

@@ -163,6 +163,17 @@ def test_a_cache_file_others_can_write_is_not_loaded(tmp_path, monkeypatch):
     assert hits(r, "oom") and r.backend == "hyperscan"
 
 
+def test_a_replacement_character_in_a_pattern_matches_invalid_bytes_in_every_engine():
+    """A rule written from a line with bytes that are not UTF-8 holds U+FFFD where the verifier
+    reads them: the raw bytes hyperscan scans must make that line a candidate too."""
+    pat = ScanPattern("bad", "log", "DATASET /mnt/x\ufffd+ NOT MOUNTED")
+    for raw in (b"ERROR DATASET /mnt/x\xff NOT MOUNTED\n", b"ERROR DATASET /mnt/x\xe2\x82 NOT MOUNTED\n",
+                "ERROR DATASET /mnt/x\ufffd NOT MOUNTED\n".encode()):
+        for b in BACKENDS:
+            r = scan_stream(io.BytesIO(b"ok\n" + raw), [pat], b)
+            assert [line for line, _ in hits(r, "bad")] == [2], (b, raw)
+
+
 def test_prefilter_forms_only_widen():
     from troubleshoot.scan.prefilter import prefilter_source
 
@@ -389,6 +400,42 @@ def test_hyperscan_databases_are_pruned_to_the_newest(tmp_path, monkeypatch):
     monkeypatch.setattr(hsdb, "_build", lambda *a: builds.append(a) or None)
     scan_text("x\n", [OOM, ScanPattern("team", "log", "team error 4")], "hyperscan")
     assert builds == []  # the newest is still there
+
+
+def test_patterns_added_after_stable_ones_get_a_database_beside_theirs(tmp_path, monkeypatch):
+    """A team's patterns after the shipped ones: the shipped database is the one a run without
+    the team's rules uses, loaded as it is; only the team's few are compiled, at once even for a
+    small input; the hits are those of one database of all of them."""
+    if not scan.hyperscan_available():
+        pytest.skip("hyperscan not installed")
+    from troubleshoot.engine.diagnose import leading_patterns, scan_patterns
+    from troubleshoot.engine.ruleset import SHIPPED, load_ruleset
+    from troubleshoot.scan import hsdb, stream
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    hsdb._database_cached.cache_clear()
+    shipped = scan_patterns(load_ruleset(use_config=False).rules)
+    team = [ScanPattern("team-a", "log", r"DATASET (?P<mount>/mnt/\S+) NOT MOUNTED"),
+            ScanPattern("team-a", "with_log", r"mount: (?P<why>.+)"), ScanPattern("team-b", "log", r"\(")]
+    pats = shipped + team
+    assert leading_patterns(load_ruleset(use_config=False).rules, SHIPPED) == len(shipped)
+    assert stream.make_candidates(shipped, None, 10).name != "hyperscan"  # small, nothing cached: not compiled
+    stream.make_candidates(shipped, "hyperscan", None)  # ... compiled for the run after that
+    folder = tmp_path / "troubleshoot" / "hyperscan"
+    before = {f.name: f.read_bytes() for f in folder.glob("*.cache")}
+    hsdb._database_cached.cache_clear()
+    builds = []
+    real = hsdb._build
+    monkeypatch.setattr(hsdb, "_build", lambda *a: builds.append(len(a[0])) or real(*a))
+    finder = stream.make_candidates(pats, None, 10, stable=len(shipped))
+    assert finder.name == "hyperscan" and builds == [len(team)]
+    after = {f.name: f.read_bytes() for f in folder.glob("*.cache")}
+    assert len(after) == 2 and {k: after[k] for k in before} == before
+    log = "\n".join(["ok", "RuntimeError: CUDA out of memory. Tried to allocate 2 GiB", "mount: stale handle",
+                     "ERROR DATASET /mnt/coco NOT MOUNTED", "a ( b", "NCCL WARN Call to connect returned Connection refused"])
+    split = stream.Scanner(pats, "hyperscan", stable=len(shipped)).scan(io.BytesIO(log.encode()))
+    whole = stream.Scanner(pats, "hyperscan").scan(io.BytesIO(log.encode()))
+    assert split.hits == whole.hits and ("team-a", "log") in split.hits and ("team-b", "log") in split.hits
 
 
 def test_reports_pack_an_offset_and_an_index_and_refuse_what_does_not_fit():

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Callable, Mapping, Sequence
 
 from troubleshoot import logfiles, manylogs, paste
-from troubleshoot.engine.diagnose import FactTraces, diagnose, fired, scan_patterns, trace_rule
-from troubleshoot.engine.ruleset import RuleSet, load_ruleset
+from troubleshoot.engine.diagnose import FactTraces, diagnose, fired, leading_patterns, scan_patterns, trace_rule
+from troubleshoot.engine.ruleset import SHIPPED, RuleSet, load_ruleset
 from troubleshoot.records import record
 from troubleshoot.scan import Scanner, ScanResult, scan_stream
 from troubleshoot.errors import TroubleshootError
@@ -131,7 +131,7 @@ def read_sources(logs: Sequence[LogSource], ruleset: RuleSet, cancel=None, progr
     try:
         sizes = None if opener is not None else _sizes(logs)
         size = sum(sizes) if sizes is not None else None
-        scanner = Scanner(scan_patterns(ruleset.rules), size=size) if logs else None
+        scanner = Scanner(scan_patterns(ruleset.rules), size=size, stable=leading_patterns(ruleset.rules, SHIPPED)) if logs else None
 
         def read(i: int) -> list[_Unit]:
             return _read(logs[i], i, scanner, spools, cancel, progress, opener)

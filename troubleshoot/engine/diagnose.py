@@ -57,6 +57,18 @@ def line_filter(rule: Rule):
     return keep_memo
 
 
+def leading_patterns(rules: Iterable[Rule], pack: str) -> int:
+    """How many of `scan_patterns(rules)` come first from the rules of `pack` at the head of
+    the list (the shipped rules, before a team's): the scanner keeps their database apart, the
+    same whatever is added after them."""
+    n = 0
+    for r in rules:
+        if r.origin.pack != pack:
+            break
+        n += len(r.log) + len(r.with_log) + len(r.without_log)  # what scan_patterns makes of one rule
+    return n
+
+
 def scan_patterns(rules: Iterable[Rule]) -> list[ScanPattern]:
     """Every pattern the scanner must look for, tagged with its rule and role."""
     out: list[ScanPattern] = []

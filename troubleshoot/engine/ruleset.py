@@ -122,7 +122,8 @@ def load_ruleset(extra_dirs: list[str | Path] = (), include_shipped: bool = True
     # Here, not at the top: a run whose rule set comes from the cache never imports the loader.
     from troubleshoot.engine.symptoms import load_taxonomy
 
-    ruleset, parsed = _build(packs, load_taxonomy(shipped / TAXONOMY_FILE))
+    base = _shipped_base(packs, shipped)
+    ruleset, parsed = _build(packs, load_taxonomy(shipped / TAXONOMY_FILE), base)
     if not parsed:
         # Kept only once every file's YAML came from its cache: a first run (a new machine, an
         # edited file) already pays for parsing, and most runs right after an edit are the
@@ -143,9 +144,24 @@ def _files_read(pack: Pack) -> list[Path]:
     return files
 
 
-def _build(packs: list[Pack], taxonomy: dict[str, str]) -> tuple[RuleSet, bool]:
+def _shipped_base(packs: list[Pack], shipped: Path) -> RuleSet | None:
+    """The shipped rules alone, from their cache, for a set of packs that starts with them and
+    adds others: a team folder given (or edited) builds only its own files on top of them
+    instead of the three hundred shipped rules again. None when they are not cached as a set of
+    their own, or carry problems or disables that the layers above could change the meaning of."""
+    if len(packs) < 2 or packs[0].name != SHIPPED:
+        return None
+    alone = packs[:1]
+    stamp = rulecache.key(alone, _files_read, also=[*(shipped / name for name in DATA_FILES), *catalogs.files()])
+    base = rulecache.load(alone, stamp, _OWN_CLASSES)
+    if base is None or base.problems or base.disabled:
+        return None
+    return base
+
+
+def _build(packs: list[Pack], taxonomy: dict[str, str], base: RuleSet | None = None) -> tuple[RuleSet, bool]:
     """The rule set of `packs`, and whether a rule file's YAML had to be parsed (it was not in
-    the cache)."""
+    the cache). `base`: the first pack's rule set, already built (_shipped_base)."""
     from troubleshoot.engine.loader import load_rule_file
     from troubleshoot.engine.patterncheck import save_checked
     from troubleshoot.engine.symptoms import load_team_symptoms
@@ -169,7 +185,13 @@ def _build(packs: list[Pack], taxonomy: dict[str, str]) -> tuple[RuleSet, bool]:
     effective: dict[str, Rule] = {}
     overridden: dict[str, list[Origin]] = {}
     disables: list[tuple[str, Origin]] = []
-    for pack in packs:
+    if base is not None:
+        effective = {r.id: r for r in base.rules}
+        overridden = {k: list(v) for k, v in base.overridden.items()}
+        packs_to_read = packs[1:]
+    else:
+        packs_to_read = packs
+    for pack in packs_to_read:
         if not pack.path.exists():
             problems.append(Problem(pack.path, None, "rule folder does not exist"))
             continue

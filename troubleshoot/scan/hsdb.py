@@ -42,7 +42,7 @@ def _flags(single: bool) -> int:
 # pipes has two (see database(defer=...)), and rulecache keeps 8 rule sets.
 KEEP = 16
 # The cache's format: bump it whenever prefilter.py changes what it makes of a pattern.
-FORMS_VERSION = 8
+FORMS_VERSION = 9
 CACHE = usercache.Cache("hyperscan", format=FORMS_VERSION, keep=KEEP)
 
 
@@ -58,8 +58,26 @@ class Database:
     deferred: frozenset[int] = frozenset()  # left out of `db`: see database(defer=...)
 
 
-def _key(sources: list[str], single: frozenset[int], defer: tuple[tuple[int, ...], ...] = ()) -> str:
+class Stack:
+    """Databases scanned one after another as one: each was compiled with the ids of its
+    patterns in the whole list, so their reports need no translating. A team's few patterns
+    compile in milliseconds beside the shipped rules' database, which is reused as it is."""
+
+    def __init__(self, parts: tuple):
+        self.parts = parts
+
+    def scan(self, data, match_event_handler, scratch=None) -> None:
+        for db, own in zip(self.parts, scratch or (None,) * len(self.parts)):
+            if own is None:
+                db.scan(data, match_event_handler=match_event_handler)
+            else:
+                db.scan(data, match_event_handler=match_event_handler, scratch=own)
+
+
+def _key(sources: list[str], single: frozenset[int], defer: tuple[tuple[int, ...], ...] = (), offset: int = 0) -> str:
     h = hashlib.sha256()
+    if offset:  # a database of the patterns after the first `offset` (see database(stable=...))
+        h.update(f"@{offset}".encode())
     h.update(repr(defer).encode())
     for i, s in enumerate(sources):
         h.update(b"1" if i in single else b"0")
@@ -77,13 +95,15 @@ def _compile(forms: list[str], ids: list[int], single: frozenset[int]):
 
 
 def _build(sources: tuple[str, ...], single: frozenset[int],
-           defer: tuple[tuple[int, ...], ...] = ()) -> Database | None:
+           defer: tuple[tuple[int, ...], ...] = (), offset: int = 0) -> Database | None:
+    """`sources` are the patterns from index `offset` on: ids, `single` and `defer` are in the
+    whole list's numbering."""
     from troubleshoot.scan import prefilter  # its rewriting runs on a cache miss only
 
-    forms = [prefilter.prefilter_source(s) for s in sources]
+    forms = {offset + k: prefilter.prefilter_source(s) for k, s in enumerate(sources)}
     deferred = frozenset(i for unit in defer if all(prefilter.weak(forms[i]) for i in unit) for i in unit)
     groups: dict[tuple[str, bool], list[int]] = {}
-    for i, form in enumerate(forms):
+    for i, form in forms.items():
         if i in deferred:
             continue
         groups.setdefault((form, i in single), []).append(i)
@@ -133,16 +153,16 @@ _WANTED: dict[str, tuple[tuple[str, ...], frozenset[int], tuple[tuple[int, ...],
 
 @functools.lru_cache(maxsize=8)
 def _database_cached(key: str, sources: tuple[str, ...], single: frozenset[int], compile_if_missing: bool,
-                     defer: tuple[tuple[int, ...], ...] = ()):
+                     defer: tuple[tuple[int, ...], ...] = (), offset: int = 0):
     blob = CACHE.get(key, _stamp())
     if blob is not None:
         found = _load(blob)
         if found is not None:
             return found
     if not compile_if_missing:
-        _WANTED[key] = (sources, single, defer)
+        _WANTED[key] = (sources, single, defer, offset)
         return None
-    found = _build(sources, single, defer)
+    found = _build(sources, single, defer, offset)
     if found is not None:
         _save(key, found)
     return found
@@ -158,19 +178,52 @@ def _save(key: str, found: Database) -> None:
     CACHE.put(key, _stamp(), blob)
 
 
+# A missing database of at most this many patterns is compiled at once, whatever the input:
+# ~1 ms a pattern, less than RE2 takes to build the program of all the patterns.
+QUICK_COMPILE = 64
+
+
 def database(sources: list[str], compile_if_missing: bool = True,
-             single: frozenset[int] = frozenset(), defer: tuple[tuple[int, ...], ...] = ()) -> Database | None:
+             single: frozenset[int] = frozenset(), defer: tuple[tuple[int, ...], ...] = (),
+             stable: int = 0) -> Database | None:
     """The database for the patterns `sources` (as RE2 reads them), or None when there is none
     to be had cheaply (not cached and `compile_if_missing` false) or hyperscan takes none of
     the patterns. Patterns whose index is in `single` report only their first match in each
     scan. `defer`: units of patterns the caller can look for later, in a second pass, if it
     needs them; a unit whose forms are all `weak` is left out of the database (`deferred`).
-    The prefilter forms are worked out on a cache miss only."""
+    `stable`: the first patterns that other pattern lists begin with as well (the shipped
+    rules', before a team's): they get a database of their own, the one those lists share, and
+    the rest one beside it (Stack). The prefilter forms are worked out on a cache miss only."""
     if _hs is None or not sources:
         return None
     single = frozenset(single)
     defer = tuple(tuple(sorted(u)) for u in sorted(defer))
-    return _database_cached(_key(sources, single, defer), tuple(sources), single, compile_if_missing, defer)
+    if 0 < stable < len(sources):
+        return _stacked(sources, compile_if_missing, single, defer, stable)
+    return _part(sources, 0, len(sources), compile_if_missing, single, defer)
+
+
+def _part(sources: list[str], start: int, stop: int, compile_if_missing: bool, single: frozenset[int],
+          defer: tuple[tuple[int, ...], ...]) -> Database | None:
+    """The database of sources[start:stop], keyed by those patterns alone (and `start`)."""
+    inside = range(start, stop)
+    own_single = frozenset(i for i in single if start <= i < stop)
+    own_defer = tuple(u for u in defer if all(i in inside for i in u))  # a unit across parts: not deferred
+    part = tuple(sources[start:stop])
+    return _database_cached(_key(list(part), frozenset(i - start for i in own_single),
+                                 tuple(tuple(i - start for i in u) for u in own_defer), start),
+                            part, own_single, compile_if_missing, own_defer, start)
+
+
+def _stacked(sources: list[str], compile_if_missing: bool, single: frozenset[int],
+             defer: tuple[tuple[int, ...], ...], stable: int) -> Database | None:
+    head = _part(sources, 0, stable, compile_if_missing, single, defer)
+    quick = compile_if_missing or (head is not None and len(sources) - stable <= QUICK_COMPILE)
+    tail = _part(sources, stable, len(sources), quick, single, defer)
+    if head is None or tail is None:
+        return None  # not cached (wanted for later), or hyperscan took none of a part's patterns
+    return Database(Stack((head.db, tail.db)), head.rejected | tail.rejected, {**head.shared, **tail.shared},
+                    head.deferred | tail.deferred)
 
 
 def wanted() -> bool:
@@ -242,15 +295,17 @@ def _detached_compile(wanted) -> None:  # pragma: no cover - runs in the detache
             f.write("19")
     except OSError:
         pass
-    for key, (sources, single, defer) in wanted:
+    for key, (sources, single, defer, offset) in wanted:
         if CACHE.get(key, _stamp()) is None:
-            found = _build(sources, single, defer)
+            found = _build(sources, single, defer, offset)
             if found is not None:
                 _save(key, found)
 
 
 def scratch(db):
     """Scratch space for one more thread scanning with `db` at the same time as others."""
+    if isinstance(db, Stack):
+        return tuple(_hs.Scratch(part) for part in db.parts)
     return _hs.Scratch(db)
 
 

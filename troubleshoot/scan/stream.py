@@ -27,10 +27,10 @@ SMALL_CHUNK = 64 << 10
 
 
 def make_candidates(patterns: Sequence[ScanPattern], backend: str | None = None,
-                    size: int | None = None, defer: tuple[tuple[int, ...], ...] = ()) -> Candidates:
+                    size: int | None = None, defer: tuple[tuple[int, ...], ...] = (), stable: int = 0) -> Candidates:
     """The fastest candidate finder for these patterns: `backend` forces one ("hyperscan",
     "re2", "re"); by default hyperscan when its database is cached or the input is large
-    enough to repay compiling it, else RE2, else the literal prefilter. `defer`: see
+    enough to repay compiling it, else RE2, else the literal prefilter. `defer`, `stable`: see
     hsdb.database."""
     re2_here = engines.re2_available()
     if backend == "re" or (not re2_here and backend != "hyperscan" and not engines.hyperscan_available()):
@@ -41,7 +41,7 @@ def make_candidates(patterns: Sequence[ScanPattern], backend: str | None = None,
         want = backend == "hyperscan" or size is None or size >= HYPERSCAN_MIN_BYTES
         sources = [p.inline_source for p in patterns]
         single = frozenset(i for i, p in enumerate(patterns) if p.role != "log")
-        found = hsdb.database(sources, compile_if_missing=want, single=single, defer=defer)
+        found = hsdb.database(sources, compile_if_missing=want, single=single, defer=defer, stable=stable)
         if found is not None:
             rest = None
             if found.rejected:
@@ -66,11 +66,13 @@ class Scanner:
 
     `size`: the bytes of all the logs to come (None: unknown, a pipe among them), which decides
     whether compiling a hyperscan database repays itself. `backend`, `defer`: as for
-    `scan_stream`."""
+    `scan_stream`. `stable`: how many of the first patterns are the same from one run to the
+    next whatever else is added (the shipped rules'): see hsdb.database."""
 
     def __init__(self, patterns: Sequence[ScanPattern], backend: str | None = None, size: int | None = None,
-                 defer: bool = True):
+                 defer: bool = True, stable: int = 0):
         self.patterns = patterns
+        self.stable = stable
         self.backend = backend or os.environ.get("TROUBLESHOOT_SCAN_ENGINE") or None
         self.size = size
         self.defer = defer
@@ -81,7 +83,8 @@ class Scanner:
         finder = self._finders.get(deferring)
         if finder is None:
             defer = _deferrable(self.patterns) if deferring else ()
-            finder = make_candidates(self.patterns, self.backend, size if self.size is None else self.size, defer)
+            finder = make_candidates(self.patterns, self.backend, size if self.size is None else self.size, defer,
+                                     self.stable)
             finder.verifiers = self._verifiers
             self._finders[deferring] = finder
         else:
