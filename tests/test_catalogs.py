@@ -233,3 +233,22 @@ def test_a_form_whose_entry_names_a_first_step_is_looked_for_first(demo_catalog)
     forms = catalogs.load("demo-status").printed_forms()
     # the busy devices' message is longer than two forms before it, but its entry names no first step
     assert len(forms) == 4 and "busy" in forms[-1] and len(forms[-1]) > len(forms[1]) > len(forms[2])
+
+
+def test_a_format_is_compiled_only_for_a_text_that_starts_as_it_does():
+    """A catalog of hundreds of formats looks a printed line up without compiling them all:
+    only those whose leading literal text the line starts with."""
+    from troubleshoot.engine.catalogs import leading_literal
+
+    assert leading_literal(r"NCCL WARN Call to .*? failed") == "NCCL WARN Call to "
+    assert leading_literal(r"a\.b\(c\) x\d+") == "a.b(c) x"
+    assert leading_literal(r"abc?d") == "ab" and leading_literal(r"ab{2}c") == "a"
+    assert leading_literal(r"x\|y") == "x|y" and leading_literal(r"a[|]b") == "a"
+    assert leading_literal(r"foo|bar") == leading_literal(r"ab(c|d)") == leading_literal(r"(?i)foo") == ""
+    nccl = catalogs.load("nccl-warn")
+    nccl.__dict__.pop("_compiled", None)
+    nccl.__dict__.pop("_looked_up", None)
+    line = "Call to ibv_reg_mr failed with error Cannot allocate memory"
+    found = nccl.lookup(line)
+    assert found is not None and found.symptom and 0 < len(nccl._compiled) < len(nccl._patterns) / 10
+    assert all(line.startswith(leading_literal(form)) for form in nccl._compiled)

@@ -103,11 +103,30 @@ class MessageCatalog:
         return {}
 
     @functools.cached_property
-    def _patterns(self) -> list[tuple[re.Pattern, CatalogEntry]]:
-        # Where several formats print the same text, the one with the most literal text says most.
-        compiled = [(re.compile(form, re.DOTALL), e) for e in self.entries if e.pattern
-                    for form in dict.fromkeys((e.pattern, pattern_head(e.pattern)))]
-        return sorted(compiled, key=lambda pe: -_literal_len(pe[0].pattern))
+    def _patterns(self) -> list[tuple[str, str, CatalogEntry]]:
+        """(form, the literal text every match starts with, entry), the form with the most
+        literal text first: where several formats print the same text, it says most. Compiled
+        only where a text starts as the form does (`_compiled`): a catalog holds hundreds of
+        formats, and compiling them all was a third of a small diagnosis."""
+        forms = [(form, leading_literal(form), e) for e in self.entries if e.pattern
+                 for form in dict.fromkeys((e.pattern, pattern_head(e.pattern)))]
+        return sorted(forms, key=lambda fe: -_literal_len(fe[0]))
+
+    @functools.cached_property
+    def _compiled(self) -> dict[str, re.Pattern]:
+        return {}
+
+    def _by_pattern(self, raw: str, text: str) -> CatalogEntry | None:
+        compiled = self._compiled
+        for form, lead, e in self._patterns:
+            if not (raw.startswith(lead) or text.startswith(lead)):
+                continue
+            rx = compiled.get(form)
+            if rx is None:
+                rx = compiled[form] = re.compile(form, re.DOTALL)
+            if rx.fullmatch(raw) or rx.fullmatch(text):
+                return e
+        return None
 
     def entry(self, key: str) -> CatalogEntry | None:
         return self._by_key.get(key)
@@ -134,7 +153,7 @@ class MessageCatalog:
             found = self._by_loose_key.get(_loose(text))
         if found is None:
             # unstripped: a format's text may end in a blank before what it prints next
-            found = next((e for rx, e in self._patterns if rx.fullmatch(raw) or rx.fullmatch(text)), None)
+            found = self._by_pattern(raw, text)
         return found
 
     def printed_forms(self) -> list[str]:
@@ -172,6 +191,52 @@ def pattern_head(pattern: str) -> str:
             return head
     # a wildcard at the end adds nothing to a search: the line may go on anyway
     return re.sub(r"(?:\\? |:)*(?:\.\*\?)+$", "", pattern) or pattern
+
+
+_META = frozenset("\\.^$*+?{}[]()|")
+_QUANTIFIERS = frozenset("*+?{")
+
+
+def leading_literal(pattern: str) -> str:
+    """The text every full match of `pattern` starts with: its leading characters up to the
+    first that is not plain (an escaped punctuation mark counts as itself), less the last one
+    when a quantifier follows it; nothing for a pattern with an alternation anywhere (a `|`
+    outside a class could apply to the whole) or one that starts with a group or flags."""
+    if _alternates(pattern):
+        return ""
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\" and i + 1 < n and not pattern[i + 1].isalnum():
+            c, step = pattern[i + 1], 2
+        elif c in _META:
+            break
+        else:
+            step = 1
+        if i + step < n and pattern[i + step] in _QUANTIFIERS:
+            break
+        out.append(c)
+        i += step
+    return "".join(out)
+
+
+def _alternates(pattern: str) -> bool:
+    """Whether `pattern` has a `|` outside its character classes."""
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "[":
+            i += 2 if pattern.startswith("[^]", i) or pattern.startswith("[]", i) else 1
+            while i < n and pattern[i] != "]":
+                i += 2 if pattern[i] == "\\" else 1
+        elif c == "|":
+            return True
+        i += 1
+    return False
 
 
 def _loose(text: str) -> str:
