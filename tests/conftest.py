@@ -145,7 +145,7 @@ def rules_dir(tmp_path):
 
 
 @pytest.fixture(scope="session")
-def _warm_user_cache(tmp_path_factory) -> Path:
+def _warm_user_cache(tmp_path_factory):
     """The per-user cache as a user's first few commands leave it: each shipped rule file's YAML,
     the whole shipped rule set, the plugin entry points, lint's verdicts on the shipped patterns,
     the scan's pattern databases and the framework facts of this interpreter. Made once per test run by the real commands (a clean
@@ -162,8 +162,19 @@ def _warm_user_cache(tmp_path_factory) -> Path:
         if not (home / "made").exists():
             shutil.rmtree(home, ignore_errors=True)
             _make_warm_cache(home, cache)
-            (home / "made").touch()
-    return cache
+            (home / "made").write_text(_digest(cache))
+    yield cache
+    # Each test's cache links these files (_isolated_config): none may have changed under it.
+    assert _digest(cache) == (home / "made").read_text(), f"a test changed the shared cache files in {cache}"
+
+
+def _digest(folder: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+        h.update(str(f.relative_to(folder)).encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
 
 
 def _make_warm_cache(home: Path, cache: Path) -> None:
@@ -214,8 +225,13 @@ def _isolated_config(request, tmp_path, monkeypatch):
     cold = request.node.get_closest_marker("cold_cache")
     if cold is None or cold.args:
         left_out = set(cold.args) if cold else set()
+        # Linked, not copied (a copy per test was 7 s of the suite's CPU): the cache writes an
+        # entry as a new file renamed over the old one, so a test's writes never reach the
+        # shared files. A test that damages an entry in place starts from an empty cache
+        # (`cold_cache`). The compile lock is left out: each test's compiles lock their own.
         shutil.copytree(request.getfixturevalue("_warm_user_cache"), tmp_path / "xdg-cache", symlinks=True,
-                        ignore=lambda folder, names: [n for n in names if n in left_out])
+                        ignore=lambda folder, names: [n for n in names if n in left_out or n == ".compiling"],
+                        copy_function=os.link)
 
 
 @pytest.fixture
