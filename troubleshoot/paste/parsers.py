@@ -61,6 +61,9 @@ PARSERS = (
      ("Group     Comms", "Missing communicator data from", "considered dead (unreachable via the RAS network)",
       "Communicator ranks have different", "Asynchronous error", "Initialization error", "_DEAD: Process")),
     (LazyParser("collectives", "nccl_ras_json"), ('"missing_ranks": [',)),
+    # bandwidth matrices: the CUDA sample p2pBandwidthLatencyTest and NVIDIA's nvbandwidth
+    (LazyParser("p2p", "p2p"), ("Bandwidth Matrix (GB/s)", "Bandwidth (P2P Writes) Matrix", "Bandwidth (P2P Reads) Matrix",
+                                "(column) bandwidth (GB/s)", "(column) total bandwidth (GB/s)")),
     # A `troubleshoot run --format json` report first: what the watcher measured wins over snapshots.
     (LazyParser("runreport", "report"), ('"run":',)),
     # GPU monitoring loops (troubleshoot.paste.monitor): their readings become run.* facts together;

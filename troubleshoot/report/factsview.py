@@ -19,8 +19,9 @@ _LABELS = (("frameworks.torch.version", "torch"), ("frameworks.torch.cuda", "tor
 MOST = 8
 
 
-# Facts of the job rather than of its machine (a hung collective's ranks): their own diagnoses say them.
-_NOT_MACHINE = ("collectives.",)
+# Facts of the job rather than of its machine's software (a hung collective's ranks, a bandwidth
+# benchmark's numbers): their own diagnoses say them.
+_NOT_MACHINE = ("collectives.", "p2p.")
 
 
 def machine_facts(log_facts: Mapping[str, object]) -> dict[str, object]:
