@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import run_main
+
 from troubleshoot.paste import p2p
 
 FIXTURES = Path(__file__).parent / "fixtures" / "p2p"
