@@ -223,19 +223,19 @@ def leading_literal(pattern: str) -> str:
 
 def _alternates(pattern: str) -> bool:
     """Whether `pattern` has a `|` outside its character classes."""
+    from troubleshoot.scan.prefilter import class_end
+
     i, n = 0, len(pattern)
     while i < n:
         c = pattern[i]
         if c == "\\":
             i += 2
-            continue
-        if c == "[":
-            i += 2 if pattern.startswith("[^]", i) or pattern.startswith("[]", i) else 1
-            while i < n and pattern[i] != "]":
-                i += 2 if pattern[i] == "\\" else 1
+        elif c == "[":
+            i = class_end(pattern, i)
         elif c == "|":
             return True
-        i += 1
+        else:
+            i += 1
     return False
 
 

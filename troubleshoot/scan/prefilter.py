@@ -76,7 +76,7 @@ def prefilter_source(source: str) -> str:
             if atom == "\\S":
                 atom = RE2_NOT_SPACE
         elif c == "[":
-            j = _class_end(source, i)
+            j = class_end(source, i)
             atom, i = source[i:j], j
             if not atom.isascii():
                 atom, wide = r"[^\n]", True
@@ -167,7 +167,7 @@ def _atom_end(source: str, i: int) -> int:
             return j
         return i + width
     if c == "[":
-        return _class_end(source, i)
+        return class_end(source, i)
     if c == "(":
         depth, j, n = 0, i, len(source)
         while j < n:
@@ -176,7 +176,7 @@ def _atom_end(source: str, i: int) -> int:
                 j += 2
                 continue
             if ch == "[":
-                j = _class_end(source, j)
+                j = class_end(source, j)
                 continue
             if ch == "(":
                 depth += 1
@@ -408,7 +408,7 @@ def _literal_class(atom: str, q) -> bool:
             and all(c in _SEPARATORS for c in atom[1:-1]))
 
 
-def _class_end(source: str, i: int) -> int:
+def class_end(source: str, i: int) -> int:
     """Index just after the character class that starts at source[i] == '['."""
     n = len(source)
     j = i + 1
