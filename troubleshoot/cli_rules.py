@@ -237,13 +237,14 @@ def _why_lines(trace) -> list[str]:
     import json
 
     from troubleshoot.engine.conditions import UNKNOWN
+    from troubleshoot.model import as_written
 
     r = trace.rule
     verdict = "fired" if trace.fired else "did not fire"
     out = [f"rule {r.id} ({r.origin}): {verdict}" + (f": {trace.reason}" if trace.reason != verdict else "")]
     if r.log:
         out.append(f"  match.log: {trace.log_count} matching line{'' if trace.log_count == 1 else 's'}")
-        out += [f"    pattern {src}" for src in dict.fromkeys(p.written or p.source for p in r.log)]
+        out += [f"    pattern {src}" for src in as_written(r.log)]
         out += [f"    line {h.line}: {h.text}" for h in trace.log_lines]
     for src, line in trace.with_log:
         out.append(f"  with_log {src}: " + (f"matched line {line}" if line else "no line matched"))

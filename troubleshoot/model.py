@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from troubleshoot.records import record
 
@@ -97,6 +97,12 @@ class LogPattern:
     @property
     def groups(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(_GROUP_NAME.findall(self.source)))
+
+
+def as_written(patterns: Sequence[LogPattern]) -> list[str]:
+    """Patterns as the rule file writes them: a `{catalog:NAME}` pattern once, not once per
+    printed form the loader made of it."""
+    return list(dict.fromkeys(p.written or p.source for p in patterns))
 
 
 @record(frozen=True)

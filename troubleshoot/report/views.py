@@ -334,9 +334,11 @@ def rule_view(rule: Rule, overrides: Sequence[object] = ()) -> RuleView:
     """The view of a rule as its file defines it: its placeholders are what the rule says, so
     they are shown as written. `overrides`: the origins of the definitions it replaced."""
     o = rule.origin
-    # as written: one `{catalog:NAME}` pattern, not the pattern per printed form it stands for
-    patterns = tuple(dict.fromkeys((label, safe_line(p.written or p.source)) for label, pats in
-                     (("log", rule.log), ("with_log", rule.with_log), ("without_log", rule.without_log)) for p in pats))
+    from troubleshoot.model import as_written
+
+    patterns = tuple((label, safe_line(src)) for label, pats in
+                     (("log", rule.log), ("with_log", rule.with_log), ("without_log", rule.without_log))
+                     for src in as_written(pats))
     fixes = tuple(RuleFixView(safe_line(f.fixer), safe_line(f.title or ""),
                               tuple((safe_line(k), safe_block(value_text(v))) for k, v in f.params.items()))
                   for f in rule.fixes)
