@@ -345,23 +345,27 @@ def _catalog_as_fallback(diagnoses: list[Diagnosis]) -> list[Diagnosis]:
     diagnosis whose lines another rule's diagnosis already shows, or whose symptom another
     rule already found in this log, is left out. Its first step is not: a written diagnosis of
     those lines that names none takes the entry's (the catalog's next step for the message)."""
-    def log_lines(d: Diagnosis) -> set:
-        return {e.line for e in d.evidence if e.source == "log" and e.line is not None}
-
-    written = [d for d in diagnoses if d.entry is None]
-    lines = set().union(*(log_lines(d) for d in written)) if written else set()
-    symptoms = {d.symptom for d in written}
+    seen = [(d, {e.line for e in d.evidence if e.source == "log" and e.line is not None}) for d in diagnoses]
+    written = [(d, lines) for d, lines in seen if d.entry is None]
+    shown = set().union(*(lines for _, lines in written))
+    symptoms = {d.symptom for d, _ in written}
     kept, steps = [], {}
-    for d in diagnoses:
-        if d.entry is not None and (d.symptom in symptoms or log_lines(d) <= lines):
-            for line in log_lines(d) if d.action else ():
+    for d, lines in seen:
+        if d.entry is not None and (d.symptom in symptoms or lines <= shown):
+            for line in lines if d.action else ():
                 steps.setdefault(line, d.action)
         else:
-            kept.append(d)
-    if not steps:
-        return kept
-    return [replace(d, action=next((steps[ln] for ln in sorted(log_lines(d)) if ln in steps), None))
-            if d.entry is None and d.action is None and log_lines(d) & steps.keys() else d for d in kept]
+            kept.append((d, lines))
+    return [_with_step(d, lines, steps) for d, lines in kept]
+
+
+def _with_step(d: Diagnosis, lines: set, steps: Mapping[int, str]) -> Diagnosis:
+    """A written diagnosis without a first step, given the step of the first of its lines an
+    entry left out named."""
+    if d.entry is not None or d.action is not None:
+        return d
+    step = next((steps[line] for line in sorted(lines) if line in steps), None)
+    return d if step is None else replace(d, action=step)
 
 
 def _series_words(series: Mapping[str, dict]) -> dict[str, str]:
