@@ -79,7 +79,7 @@ def _call_args(code: str, start: int) -> list[str] | None:
     when unbalanced or when a statement ends inside it (a macro's body cut by the preprocessor's
     lines, not a call)."""
     args = split_args(code, start)
-    if args is None or any(";" in _STRINGS.sub("", a) and _top_level_semicolon(_STRINGS.sub("", a)) for a in args):
+    if args is None or any(_top_level_semicolon(_STRINGS.sub("", a)) for a in args):
         return None
     return [a.strip() for a in args]
 
