@@ -113,6 +113,9 @@ def test_a_team_folder_is_built_on_the_cached_shipped_rules(rules_dir, builds, m
     monkeypatch.setattr(loader, "load_rule_file", lambda f, *a: read.append(Path(f)) or real(f, *a))
     on_base = load_ruleset([d])
     assert read and all(d in f.parents for f in read)  # no shipped file read again
+    packs = on_base.packs
+    assert rulecache.first_packs(rulecache.key(packs, ruleset._files_read), 1) == \
+        rulecache.key(packs[:1], ruleset._files_read)  # the shipped set's stamp, from the whole set's
     monkeypatch.setattr(ruleset, "_shipped_base", lambda *a: None)
     read.clear()
     whole = load_ruleset([d])

@@ -47,6 +47,10 @@ def code_stamps() -> list:
     return list(usercache.file_stamps(files))
 
 
+# What comes before the packs' own parts in a stamp (key): the interpreter, the code, the tables.
+_HEAD = 4
+
+
 def key(packs: Sequence, files_of, also: Sequence[Path] = ()) -> tuple:
     """The stamp of what the build of `packs` reads: `files_of(pack)` lists the files the loader
     reads in one; `also`, files it reads whatever the packs (the shipped tables)."""
@@ -55,6 +59,12 @@ def key(packs: Sequence, files_of, also: Sequence[Path] = ()) -> tuple:
         path = Path(pack.path)
         parts.append((pack.name, str(path), path.is_dir(), usercache.file_stamps(files_of(pack))))
     return tuple(parts)
+
+
+def first_packs(stamp: tuple, n: int) -> tuple:
+    """The stamp `key` gives the first `n` of the packs `stamp` was made for, without reading
+    their files again."""
+    return stamp[:_HEAD + n]
 
 
 def _slot(packs: Sequence) -> tuple:

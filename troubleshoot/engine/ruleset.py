@@ -122,7 +122,7 @@ def load_ruleset(extra_dirs: list[str | Path] = (), include_shipped: bool = True
     # Here, not at the top: a run whose rule set comes from the cache never imports the loader.
     from troubleshoot.engine.symptoms import load_taxonomy
 
-    base = _shipped_base(packs, shipped)
+    base = _shipped_base(packs, stamp)
     ruleset, parsed = _build(packs, load_taxonomy(shipped / TAXONOMY_FILE), base)
     if not parsed:
         # Kept only once every file's YAML came from its cache: a first run (a new machine, an
@@ -144,16 +144,14 @@ def _files_read(pack: Pack) -> list[Path]:
     return files
 
 
-def _shipped_base(packs: list[Pack], shipped: Path) -> RuleSet | None:
+def _shipped_base(packs: list[Pack], stamp: tuple) -> RuleSet | None:
     """The shipped rules alone, from their cache, for a set of packs that starts with them and
     adds others: a team folder given (or edited) builds only its own files on top of them
     instead of the three hundred shipped rules again. None when they are not cached as a set of
     their own, or carry problems or disables that the layers above could change the meaning of."""
     if len(packs) < 2 or packs[0].name != SHIPPED:
         return None
-    alone = packs[:1]
-    stamp = rulecache.key(alone, _files_read, also=[*(shipped / name for name in DATA_FILES), *catalogs.files()])
-    base = rulecache.load(alone, stamp, _OWN_CLASSES)
+    base = rulecache.load(packs[:1], rulecache.first_packs(stamp, 1), _OWN_CLASSES)
     if base is None or base.problems or base.disabled:
         return None
     return base
