@@ -159,8 +159,9 @@ def rules_dir(tmp_path):
 def _warm_user_cache(tmp_path_factory):
     """The per-user cache as a user's first few commands leave it: each shipped rule file's YAML,
     the whole shipped rule set, the plugin entry points, lint's verdicts on the shipped patterns,
-    the scan's pattern databases and the framework facts of this interpreter. Made once per test run by the real commands (a clean
-    config, no $TROUBLESHOOT_RULES), by whichever worker asks first; the others wait for it."""
+    the scan's pattern databases and the framework facts of this interpreter. Made once per test
+    run by the real commands (a clean config, no $TROUBLESHOOT_RULES), by whichever worker asks
+    first; the others wait for it."""
     import fcntl
 
     base = tmp_path_factory.getbasetemp()
