@@ -1,7 +1,6 @@
 """The whole rule set kept across runs (engine.rulecache): the same rules as a build, built
 again whenever anything it was built from changes, and a planted cache file runs no code."""
 
-import marshal
 import os
 import pickle
 from pathlib import Path
@@ -9,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
-from troubleshoot import usercache
+from troubleshoot import model, records, usercache
 from troubleshoot.engine import rulecache, ruleset
 from troubleshoot.engine.ruleset import load_ruleset
 
@@ -156,29 +155,60 @@ class Boom:
 
 
 def test_a_planted_rule_set_runs_no_code(rules_dir):
-    """A cache file with the right stamp but a pickle, or tuples that are not a rule set (an
-    unknown class number, fields that do not fit, a tag it does not know), is a missing cache:
-    the rules are built, nothing runs, no traceback."""
+    """A cache file with the right stamp but a pickle that names anything besides the rule
+    model's classes (a function to call, another class, a rule's held-back texts of the wrong
+    kind), or that is cut short, is a missing cache: the rules are built, nothing runs, no
+    traceback."""
     d = rules_dir({"team.yaml": RULE.format(id="team-a", symptom="nan-loss", title="a")})
     warm([d])
     (f,) = cache_files()
     head, payload = usercache.unpack_entry(f.read_bytes())
-    data = marshal.loads(payload)
-    assert data[0] == "D" and data[1] == 0  # a RuleSet, the first of the model's classes
-    planted = [pickle.dumps(Boom()), ("D", 10**6, ()), ("D", -1, ()), ("D", 0, ("too", "few")),
-               ("D", 1, ("pack", ("P", b"not text"))), ("X", "unknown"), ("D", 1, ("pack", ("P", "/x"))),
-               ("N", "not a number"), ("T", ("M", ((("L", ()), 1),)))]
+    assert isinstance(rulecache._read(payload, ruleset._OWN_CLASSES), ruleset.RuleSet)
+    planted = [pickle.dumps(Boom()), pickle.dumps(os.system), pickle.dumps(ruleset.Pack),
+               pickle.dumps(Path("/x")).replace(b"PosixPath", b"WindowsPath"),
+               pickle.dumps(rulecache.allowed), payload[: len(payload) // 2], b"not a pickle",
+               pickle.dumps(ruleset.RuleSet([], {}))[:-1]]
+    # _restore with a class whose texts are not held back, with texts that are not bytes, and
+    # with texts that are a pickle of something else
+    planted += [_call_pickle(rulecache._restore, (ruleset.Pack, {}, b"")),
+                _call_pickle(rulecache._restore, (model.Rule, {}, "text")),
+                _call_pickle(rulecache._restore, (model.Rule, {}, pickle.dumps(Boom())))]
     # The command reads the pickle as any cache: it lists the rules, built again, and runs nothing.
-    f.write_bytes(usercache.pack_entry(head, marshal.dumps(planted[0])))
+    f.write_bytes(usercache.pack_entry(head, planted[0]))
     p = run_cli("rules", "list", "--rules", str(d))
     assert p.returncode == 0 and b"team-a" in p.stdout and b"Traceback" not in p.stderr
     assert not (Path(os.environ["XDG_CACHE_HOME"]) / "PWNED").exists()
     for blob in planted:  # the same load, in this process: a miss, never an exception
-        f.write_bytes(usercache.pack_entry(head, marshal.dumps(blob)))
+        f.write_bytes(usercache.pack_entry(head, blob))
         assert load_ruleset([d]).get("team-a") is not None, blob
         assert not (Path(os.environ["XDG_CACHE_HOME"]) / "PWNED").exists()
     f.write_bytes(b"\x00garbage")
     assert load_ruleset([d]).get("team-a") is not None
+
+
+def _call_pickle(func, args) -> bytes:
+    """A pickle that calls `func(*args)` when read."""
+
+    class Call:
+        def __reduce__(self):
+            return (func, args)
+
+    return pickle.dumps(Call())
+
+
+def test_a_rules_texts_are_read_when_first_used(rules_dir):
+    """A rule read back from the cache holds its explanation, fixes and examples back until one
+    is read; then all of them are as built, and the rule equals the built one."""
+    d = rules_dir({"team.yaml": RULE.format(id="team-a", symptom="nan-loss", title="a")})
+    built = warm([d]).get("team-a")
+    cached = load_ruleset([d]).get("team-a")
+    assert records.DEFERRED in cached.__dict__ and "explain" not in cached.__dict__
+    assert cached.examples == built.examples and cached.explain == "x"
+    assert records.DEFERRED not in cached.__dict__ and cached == built
+    # a diagnosis made in a forked scan is pickled to the parent: a rule still holding back
+    # its texts goes through plain pickle too
+    again = pickle.loads(pickle.dumps(load_ruleset([d]).get("team-a")))
+    assert again == built
 
 
 def test_a_cache_others_can_write_is_not_read(rules_dir, builds):

@@ -17,6 +17,11 @@ class Problem(TroubleshootError):
         self.level = level
         super().__init__(str(self))
 
+    def __reduce__(self):
+        # An exception pickles as its class and args (here the message alone), which this
+        # __init__ does not take: the rule set's cache keeps problems as they were made.
+        return (Problem, (self.path, self.line, self.message, self.level))
+
     def __str__(self) -> str:
         where = f"{self.path}:{self.line}" if self.line else self.path
         prefix = "" if self.level == "error" else f"{self.level}: "

@@ -7,7 +7,7 @@ import re
 from dataclasses import field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from troubleshoot.records import record
+from troubleshoot.records import deferrable, record
 
 if TYPE_CHECKING:
     from troubleshoot.engine.condtree import Node
@@ -141,6 +141,7 @@ class Examples:
     no_match_lines: tuple[int, ...] = ()
 
 
+@deferrable("explain", "context", "fixes", "references", "examples")  # read for the rules that fire
 @record(frozen=True)
 class Rule:
     id: str

@@ -30,6 +30,8 @@ T = TypeVar("T", bound=type)
 
 # Instances of one class after which its __init__ is compiled (see _compiled_init).
 HOT = 256
+# Where an instance keeps the loader of its held-back fields (see `deferrable`).
+DEFERRED = "__deferred__"
 
 
 def record(cls: T | None = None, /, *, frozen: bool = False) -> Any:
@@ -208,3 +210,47 @@ def _hash(names: list[str]) -> Callable:
         return hash(tuple([getattr(self, n) for n in names]))
 
     return __hash__
+
+
+def deferrable(*names: str) -> Callable[[T], T]:
+    """Let an instance of a record hold the fields `names` back until one of them is first read.
+
+    A record made the usual way holds every field. One made by a reader that puts a loader in
+    its `__dict__` under DEFERRED (a callable returning {field: value} for every field named
+    here) and leaves these fields out has them filled by that loader at the first read of any of
+    them: a rule set read back from its cache holds each rule's long texts (explanation, fixes,
+    examples) as bytes, and a diagnosis reads them for the few rules that fire."""
+
+    def wrap(cls: T) -> T:
+        for f in dataclasses.fields(cls):
+            if f.name in names:
+                setattr(cls, f.name, _Deferred(f.name, f.default))
+        cls.__deferrable__ = names
+        return cls
+
+    return wrap
+
+
+class _Deferred:
+    """A non-data descriptor: the instance's own value, once in its `__dict__`, is found before
+    it, so it is called only while the field is still held back."""
+
+    __slots__ = ("name", "default")
+
+    def __init__(self, name: str, default: Any):
+        self.name, self.default = name, default
+
+    def __get__(self, obj, cls=None):
+        if obj is None:
+            if self.default is MISSING:
+                raise AttributeError(self.name)
+            return self.default
+        d = obj.__dict__
+        load = d.get(DEFERRED)
+        if load is None:
+            raise AttributeError(f"{type(obj).__qualname__!r} object has no attribute {self.name!r}")
+        # Filled before the loader is dropped: a thread reading at the same time either loads
+        # the same values again or finds them in place, never a missing field.
+        d.update(load())
+        d.pop(DEFERRED, None)
+        return d[self.name]

@@ -104,23 +104,23 @@ class MessageCatalog:
 
     @functools.cached_property
     def _patterns(self) -> list[tuple[str, str, CatalogEntry]]:
-        """(form, the literal text every match starts with, entry), the form with the most
-        literal text first: where several formats print the same text, it says most. Compiled
-        only where a text starts as the form does (`_compiled`): a catalog holds hundreds of
-        formats, and compiling them all was a third of a small diagnosis."""
-        forms = [(form, leading_literal(form), e) for e in self.entries if e.pattern
-                 for form in dict.fromkeys((e.pattern, pattern_head(e.pattern)))]
-        return sorted(forms, key=lambda fe: -_literal_len(fe[0]))
+        """(form, the literal text every match starts with, entry). Compiled only where a text
+        starts as the form does (`_compiled`): a catalog holds hundreds of formats, and
+        compiling them all was a third of a small diagnosis."""
+        return [(form, leading_literal(form), e) for e in self.entries if e.pattern
+                for form in dict.fromkeys((e.pattern, pattern_head(e.pattern)))]
 
     @functools.cached_property
     def _compiled(self) -> dict[str, re.Pattern]:
         return {}
 
     def _by_pattern(self, raw: str, text: str) -> CatalogEntry | None:
+        # The forms a text can match, the one with the most literal text first: where several
+        # formats print the same text, it says most (a stable sort: ties keep the catalog's order).
+        forms = sorted(((form, e) for form, lead, e in self._patterns
+                        if raw.startswith(lead) or text.startswith(lead)), key=lambda fe: -_literal_len(fe[0]))
         compiled = self._compiled
-        for form, lead, e in self._patterns:
-            if not (raw.startswith(lead) or text.startswith(lead)):
-                continue
+        for form, e in forms:
             rx = compiled.get(form)
             if rx is None:
                 rx = compiled[form] = re.compile(form, re.DOTALL)
@@ -197,6 +197,12 @@ _META = frozenset("\\.^$*+?{}[]()|")
 _QUANTIFIERS = frozenset("*+?{")
 
 
+# One literal character of a pattern: a plain one, or a punctuation mark escaped (a backslash
+# before a letter or digit is a class or a reference, not literal text).
+_LITERALS = re.compile(r"(?:[^\\.^$*+?{}\[\]()|]|\\(?:_|[^\w]))*")
+_UNIT = re.compile(r"\\.|.", re.DOTALL)
+
+
 def leading_literal(pattern: str) -> str:
     """The text every full match of `pattern` starts with: its leading characters up to the
     first that is not plain (an escaped punctuation mark counts as itself), less the last one
@@ -204,25 +210,17 @@ def leading_literal(pattern: str) -> str:
     outside a class could apply to the whole) or one that starts with a group or flags."""
     if _alternates(pattern):
         return ""
-    out: list[str] = []
-    i, n = 0, len(pattern)
-    while i < n:
-        c = pattern[i]
-        if c == "\\" and i + 1 < n and not pattern[i + 1].isalnum():
-            c, step = pattern[i + 1], 2
-        elif c in _META:
-            break
-        else:
-            step = 1
-        if i + step < n and pattern[i + step] in _QUANTIFIERS:
-            break
-        out.append(c)
-        i += step
-    return "".join(out)
+    m = _LITERALS.match(pattern)
+    units = _UNIT.findall(m.group())
+    if units and m.end() < len(pattern) and pattern[m.end()] in _QUANTIFIERS:
+        units.pop()
+    return "".join([u[-1] for u in units])
 
 
 def _alternates(pattern: str) -> bool:
     """Whether `pattern` has a `|` outside its character classes."""
+    if "|" not in pattern:
+        return False  # most formats: the class scanner's module is not even imported
     from troubleshoot.scan.prefilter import class_end
 
     i, n = 0, len(pattern)

@@ -239,5 +239,5 @@ def fact_paths(rule: Rule) -> list[str]:
     return out
 
 
-# What a cached rule set is made of besides the rule model (rulecache.classes).
+# What a cached rule set is made of besides the rule model (rulecache.allowed).
 _OWN_CLASSES = (RuleSet, Pack)
