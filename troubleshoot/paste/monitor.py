@@ -37,152 +37,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from troubleshoot.paste import gpuloops
 from troubleshoot.paste.dumps import Found
+from troubleshoot.paste.readings import CpuSample, Readings, found_of, number
 
 # Whatever the watcher's io_stall uses (troubleshoot/run/watch.py): GPU < 30 % while iowait > 20 %.
 IO_STALL_GPU, IO_STALL_IOWAIT = 30, 20
-
-
-@dataclass
-class CpuSample:
-    busy: float  # % of the CPUs' time spent running (not idle, not iowait, not stolen)
-    iowait: float
-    cpus: int | None  # how many CPUs the percentages are over, when the same dump says it
-    line: int
-
-
-@dataclass
-class Readings:
-    # One list per dump: (GPU key, util %, line), in time order. Per dump because GPU keys differ
-    # between tools (an index in dmon, a PCI address in the table).
-    gpu: list[list[tuple[str | None, float, int]]] = field(default_factory=list)
-    cpu: list[CpuSample] = field(default_factory=list)
-    job_cores: list[tuple[float, int]] = field(default_factory=list)  # per top frame
-    cpu_count: list[tuple[int, int, int]] = field(default_factory=list)  # (count, rank: 0 = affinity, line)
-    read_mb_s: list[tuple[float, int]] = field(default_factory=list)
-
-    def __bool__(self) -> bool:
-        return bool(self.gpu or self.cpu or self.job_cores or self.cpu_count or self.read_mb_s)
-
-    def extend(self, other: "Readings") -> None:
-        for name in ("gpu", "cpu", "job_cores", "cpu_count", "read_mb_s"):
-            getattr(self, name).extend(getattr(other, name))
-
-
-def _found(r: Readings) -> Found | None:
-    return Found(readings=r) if r else None
-
-
-def _num(text: str) -> float | None:
-    try:
-        return float(text.replace(",", "."))  # sysstat prints the locale's decimal comma
-    except ValueError:
-        return None
-
-
-# ------------------------------------------------------------------------ nvidia-smi dmon
-
-_DMON_HEAD = re.compile(r"^\s*#\s*(?P<cols>(?:\w+\s+)*gpu\s+(?:\w+\s+)*sm\b.*)$", re.I)
-
-
-def dmon(lines: list[str]) -> Found | None:
-    r = Readings()
-    cols: list[str] | None = None
-    series: list = []
-    g = s = 0
-    for i, text in enumerate(lines):
-        stripped = text.strip()
-        m = _DMON_HEAD.match(stripped) if stripped.startswith("#") else None
-        if m:
-            cols = m.group("cols").lower().split()
-            g, s = cols.index("gpu"), cols.index("sm")
-            continue
-        if cols is None:
-            continue
-        if stripped.startswith("#") or not stripped:
-            continue  # the units line, a repeated header, a blank line between pasted blocks
-        cells = stripped.split()
-        if len(cells) < len(cols) or not cells[g].isdigit() or not re.fullmatch(r"\d+|-", cells[s]):
-            if series:
-                r.gpu.append(series)
-            cols, series = None, []
-            continue
-        if cells[s] != "-":
-            series.append((cells[g], float(cells[s]), i))
-    if series:
-        r.gpu.append(series)
-    return _found(r)
-
-
-# ------------------------------------------------------------------------ nvidia-smi --query-gpu csv
-
-_QUERY = re.compile(r"--query-gpu[= ](?P<fields>[\w.,]+)")
-_KEYS = ("index", "pci.bus_id", "gpu_bus_id", "uuid", "gpu_uuid")
-
-
-def query_csv(lines: list[str]) -> Found | None:
-    r = Readings()
-    names: list[str] | None = None
-    series: list = []
-
-    def close():
-        nonlocal series
-        if series:
-            r.gpu.append(series)
-        series = []
-
-    for i, text in enumerate(lines):
-        m = _QUERY.search(text)
-        if m:  # the command: its fields name the columns of a noheader loop
-            close()
-            names = m.group("fields").strip(",").split(",")
-            continue
-        if "utilization.gpu" in text and "," in text:
-            cells = [c.strip().split(" [")[0] for c in text.split(",")]
-            if "utilization.gpu" in cells and all(re.fullmatch(r"[\w.]+", c) for c in cells):
-                if cells != names:
-                    close()
-                names = cells
-                continue
-        if names is None or "utilization.gpu" not in names:
-            continue
-        cells = [c.strip() for c in text.split(",")]
-        if not text.strip():
-            continue
-        util = re.fullmatch(r"(\d+(?:\.\d+)?)\s*%?", cells[names.index("utilization.gpu")]) if len(cells) == len(names) else None
-        if util is None:
-            close()
-            names = None
-            continue
-        key = next((cells[names.index(k)] for k in _KEYS if k in names), None)
-        series.append((key, float(util.group(1)), i))
-    close()
-    return _found(r)
-
-
-# ------------------------------------------------------------------------ repeated nvidia-smi tables
-
-def tables(lines: list[str]) -> Found | None:
-    """Every `nvidia-smi` table in the paste (`watch nvidia-smi`, `nvidia-smi -l`, several pastes),
-    each read by the table parser of troubleshoot.paste.nvsmi."""
-    from troubleshoot.paste import nvsmi
-
-    heads = [i for i, t in enumerate(lines) if "Driver Version:" in t and nvsmi._HEADER.search(t)]
-    series = []
-    for n, start in enumerate(heads):
-        end = heads[n + 1] if n + 1 < len(heads) else min(len(lines), start + 400)
-        found = nvsmi.table(lines[start:end])
-        if found is None:
-            continue
-        at = found.lines.get("nvml.gpus[].utilization_gpu")
-        for g in found.facts["nvml"]["gpus"]:
-            if "utilization_gpu" in g:
-                series.append((g.get("pci_bus_id") or str(g["index"]), float(g["utilization_gpu"]),
-                               start + (at if at is not None else 0)))
-    r = Readings()
-    if series:
-        r.gpu.append(series)
-    return _found(r)
 
 
 # ------------------------------------------------------------------------ top
@@ -205,7 +65,7 @@ class _Frame:
 
 
 def _cpu_fields(rest: str) -> tuple[float, float] | None:
-    f = {k: _num(v) for v, k in _TOP_FIELD.findall(rest)}
+    f = {k: number(v) for v, k in _TOP_FIELD.findall(rest)}
     if "id" not in f:
         return None  # top's graph modes ("%Cpu(s):  23.4/4.2  [|||") carry no idle share
     iowait = f.get("wa") or 0.0
@@ -250,7 +110,7 @@ def top(lines: list[str]) -> Readings:
             if len(cells) < len(cols) or not cells[0].isdigit():
                 cols = None
                 continue
-            c = _num(cells[cols.index("%CPU")])
+            c = number(cells[cols.index("%CPU")])
             command = cells[cols.index("COMMAND")] if "COMMAND" in cols else cells[-1]
             if c is not None and _JOB.match(command):
                 cur.job.append((c, i))
@@ -331,7 +191,7 @@ def iostat(lines: list[str]) -> Readings:
     i = 0
     while i < len(lines):
         if _AVG_CPU.match(lines[i]) and i + 1 < len(lines):
-            vals = [_num(v) for v in lines[i + 1].split()]
+            vals = [number(v) for v in lines[i + 1].split()]
             if len(vals) == 6 and None not in vals:
                 user, nice, system, iowait, steal, idle = vals
                 reports.append({"cpu": CpuSample(max(0.0, 100 - idle - iowait - steal), iowait,
@@ -345,7 +205,7 @@ def iostat(lines: list[str]) -> Readings:
             while j < len(lines) and lines[j].strip() and not _AVG_CPU.match(lines[j]):
                 cells = lines[j].split()
                 if col and len(cells) == len(cols) and not _NOT_A_DISK.match(cells[0]):
-                    total += _num(cells[cols.index(col)]) or 0.0
+                    total += number(cells[cols.index(col)]) or 0.0
                 j += 1
             if col:
                 reports[-1]["read"] = (total * _READ_COLS[col], i + 1)
@@ -384,7 +244,7 @@ def mpstat(lines: list[str]) -> Readings:
                 continue
             cols = None
             continue
-        cpu, vals = cells[-len(cols) - 1], [_num(v) for v in cells[-len(cols):]]
+        cpu, vals = cells[-len(cols) - 1], [number(v) for v in cells[-len(cols):]]
         if None in vals or not (cpu == "all" or cpu.isdigit()):
             cols = None
             continue
@@ -467,12 +327,13 @@ def _gpu_average(series: list[list[tuple[str | None, float, int]]]):
 def summarise(r: Readings) -> Found | None:
     """The run facts of all the monitoring output found, with the line behind each."""
     util, gpu_line, points = _gpu_average(r.gpu)
-    if util is None:
-        return None  # no rule reads CPU state without the GPU's utilisation
     found = Found()
-    if util is not None:
-        found.put("run", "gpu_util_avg", util, gpu_line)
-        found.put("run", "samples", points, gpu_line)
+    gpuloops.trends(r, found)
+    if util is None:
+        # no rule reads CPU state without the GPU's utilisation; clocks and reasons stand alone
+        return found if found.facts else None
+    found.put("run", "gpu_util_avg", util, gpu_line)
+    found.put("run", "samples", points, gpu_line)
     count = min(r.cpu_count, key=lambda c: (c[1], c[2])) if r.cpu_count else None
     if count:
         found.put("run", "cpu_count", count[0], count[2])

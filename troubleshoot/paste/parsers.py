@@ -69,7 +69,8 @@ PARSERS = (
     # GPU monitoring loops (troubleshoot.paste.monitor): their readings become run.* facts together;
     # the CPU-side dumps (monitor.CPU_PARSERS) are looked for only where one of these is found,
     # since no rule reads CPU state without GPU utilisation.
-    (LazyParser("monitor", "dmon"), ("Idx",)),  # the units line ("# Idx     W ...") dmon prints under its header
-    (LazyParser("monitor", "query_csv"), ("utilization.gpu",)),
-    (LazyParser("monitor", "tables"), ("Driver Version:",)),  # the table parser's needle: searched once for both
+    (LazyParser("gpuloops", "dmon"), ("Idx",)),  # the units line ("# Idx     W ...") dmon prints under its header
+    (LazyParser("gpuloops", "query_csv"), ("utilization.gpu", "clocks.sm", "clocks.current.sm")),
+    (LazyParser("gpuloops", "tables"), ("Driver Version:",)),  # the table parser's needle: searched once for both
+    (LazyParser("gpuloops", "gpustat"), ("°C,", "'C,")),
 )

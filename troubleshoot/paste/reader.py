@@ -64,7 +64,7 @@ def _add_monitoring(out: Pasted, readings: list, text: str, lines: list[str]) ->
     r = monitor.Readings()
     for more in readings:
         r.extend(more)
-    if not r.gpu:
+    if not (r.gpu or r.clocks or r.reasons):
         return
     cpu = needles_in(text, needles_of(monitor.CPU_PARSERS))
     for parse, needles in monitor.CPU_PARSERS:
