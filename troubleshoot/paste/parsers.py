@@ -64,6 +64,8 @@ PARSERS = (
     # bandwidth matrices: the CUDA sample p2pBandwidthLatencyTest and NVIDIA's nvbandwidth
     (LazyParser("p2p", "p2p"), ("Bandwidth Matrix (GB/s)", "Bandwidth (P2P Writes) Matrix", "Bandwidth (P2P Reads) Matrix",
                                 "(column) bandwidth (GB/s)", "(column) total bandwidth (GB/s)")),
+    # torch.compile recompiling: TorchDynamo's recompiles log and its recompile-limit warning
+    (LazyParser("compiled", "recompiles"), ("Recompiling function ", "torch._dynamo hit config.")),
     # A `troubleshoot run --format json` report first: what the watcher measured wins over snapshots.
     (LazyParser("runreport", "report"), ('"run":',)),
     # GPU monitoring loops (troubleshoot.paste.monitor): their readings become run.* facts together;
