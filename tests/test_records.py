@@ -103,3 +103,33 @@ def test_a_record_keeps_what_its_class_defines_and_calls_post_init():
             object.__setattr__(self, "seen", self.x * 2)
 
     assert repr(Kept(2)) == "mine" and Kept(2).seen == 4
+
+
+def test_a_frozen_record_is_frozen_and_refused_as_a_frozen_dataclass_is():
+    """Its __setattr__ and __delattr__ are the record's own: they refuse what the dataclass's do,
+    with the same errors, and the same class definitions are refused."""
+    for make in (dataclasses.dataclass(frozen=True), record(frozen=True)):
+        @make
+        class Point:
+            x: int
+
+        class Named(Point):  # a plain subclass may set what is not a field
+            pass
+
+        p, n = Point(1), Named(2)
+        n.label = "here"
+        for target, name in ((p, "x"), (p, "other"), (n, "x")):
+            with pytest.raises(dataclasses.FrozenInstanceError, match=f"cannot assign to field '{name}'"):
+                setattr(target, name, 3)
+            with pytest.raises(dataclasses.FrozenInstanceError, match=f"cannot delete field '{name}'"):
+                delattr(target, name)
+        assert n.label == "here" and dataclasses.is_dataclass(Point) and Point.__dataclass_params__.frozen
+
+        @dataclasses.dataclass
+        class Loose:
+            y: int = 0
+
+        with pytest.raises(TypeError, match="cannot inherit frozen dataclass from a non-frozen one"):
+            make(type("Bad", (Loose,), {"__annotations__": {"z": int}, "z": 0}))
+        with pytest.raises(TypeError, match="Cannot overwrite attribute __setattr__"):
+            make(type("Own", (), {"__annotations__": {"z": int}, "__setattr__": lambda self, k, v: None}))
