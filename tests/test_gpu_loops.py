@@ -88,7 +88,9 @@ def test_utilisation_that_swings_between_busy_and_idle_is_an_input_bound_job():
     text = gpustat(99, 0, 4, 97, 0, 100, 1, 98)
     facts = paste.read(text).facts["run"]
     assert (facts["gpu_util_swings"], facts["gpu_util_idle_pct"], facts["samples"]) == (6, 50.0, 8)
-    assert rules_of(text) == ["gpu-util-swings-between-busy-and-idle"]
+    doc = diagnose(text)
+    assert [d["rule"] for d in doc["diagnoses"]] == ["gpu-util-swings-between-busy-and-idle"]
+    assert doc["facts_source"] is None  # a monitoring loop's readings are no facts of the machine's software
 
 
 def test_one_dip_or_an_idle_card_beside_a_busy_one_is_no_swing():

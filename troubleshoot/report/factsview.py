@@ -20,8 +20,8 @@ MOST = 8
 
 
 # Facts of the job rather than of its machine's software (a hung collective's ranks, a bandwidth
-# benchmark's numbers): their own diagnoses say them.
-_NOT_MACHINE = ("collectives.", "p2p.", "compile.")
+# benchmark's numbers, a monitoring loop's readings, its recompilations): their own diagnoses say them.
+_NOT_MACHINE = ("collectives.", "p2p.", "compile.", "run.")
 
 
 def machine_facts(log_facts: Mapping[str, object]) -> dict[str, object]:
