@@ -198,10 +198,11 @@ def _placeholders_of(rule: Rule) -> frozenset[str]:
 def _found_by(d: Diagnosis) -> str:
     if d.count:
         return "log"
-    if any((e.path or "").startswith("run.") for e in d.evidence):
-        return "job"
-    # facts only, each shown beside the line of the log that printed it
-    return "printed" if any(e.source == "log" for e in d.evidence) else "facts"
+    # facts only, each shown beside the line of the log that printed it (a pasted dump, a pasted
+    # monitoring loop's readings), else the watcher's readings of a job it ran, else facts
+    if any(e.source == "log" for e in d.evidence):
+        return "printed"
+    return "job" if any((e.path or "").startswith("run.") for e in d.evidence) else "facts"
 
 
 def _seen_on(d: Diagnosis) -> str:
