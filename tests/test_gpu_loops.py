@@ -5,6 +5,7 @@ header and columns, `--query-gpu` CSV with and without a header (NVML's reason b
 documented for nvmlClocksEventReasons), and gpustat's one line per GPU."""
 
 import json
+import os
 
 import pytest
 
@@ -109,3 +110,20 @@ def test_a_dmon_paste_gives_its_own_diagnosis_once():
             + "".join(f"    0   300     60     62    {u:2d}    40     0     0  2619  1980\n" for u in rows))
     got = [d for d in diagnose(text)["diagnoses"] if d["symptom"] == "io-stall"]
     assert [d["rule"] for d in got] == ["dmon-gpu-alternates-idle-busy"]  # it refines the swings rule
+
+
+def test_the_watcher_reads_its_own_samples_as_a_pasted_loop_is_read():
+    """`troubleshoot run` samples the job's GPUs through NVML (mean SM clock, hottest temperature,
+    mean utilisation per sample): the same series gives the same trend facts as the paste."""
+    from troubleshoot.run import watch
+
+    w = watch.Watcher(os.getpid(), nvml=False)
+    rows = [(99, 1920, 71), (99, 1905, 78), (99, 1860, 83), (98, 1560, 86), (99, 1395, 88), (99, 1350, 89), (99, 1320, 90)]
+    for i, (util, clock, temp) in enumerate(rows):
+        w.samples.append(watch.Sample(i, 100.0, 1.0, 0, 0.0, 1000.0, gpu_util=util, gpu_mem_mib=10.0,
+                                      sm_mhz=clock, temp_c=temp))
+    got = w.facts(final=True)
+    pasted = paste.read(DMON_HOT).facts["run"]
+    keys = ("sm_clock_drop_pct", "sm_clock_first_mhz", "sm_clock_last_mhz", "gpu_temp_max")
+    assert {k: got[k] for k in keys} == {k: pasted[k] for k in keys}
+    assert got["gpu_util_swings"] == 0

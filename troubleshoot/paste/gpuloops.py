@@ -234,12 +234,11 @@ def gpustat(lines: list[str]) -> Found | None:
 
 def trends(r: Readings, found: Found) -> None:
     """The facts only a series shows, into `found` (area run), each with its first line."""
-    swings = max((_swings(vs) for dump in r.gpu for vs in _by_gpu(dump).values()), default=None,
-                 key=lambda s: s[0])
-    if swings and swings[0]:
-        found.put("run", "gpu_util_swings", swings[0], swings[2])
-        found.put("run", "gpu_util_idle_pct", swings[1], swings[2])
-    drops = [d for dump in r.clocks for vs in _by_gpu(dump).values() if (d := _clock_drop(vs))]
+    most = max((swings(vs) for dump in r.gpu for vs in _by_gpu(dump).values()), default=None, key=lambda s: s[0])
+    if most and most[0]:
+        found.put("run", "gpu_util_swings", most[0], most[2])
+        found.put("run", "gpu_util_idle_pct", most[1], most[2])
+    drops = [d for dump in r.clocks for vs in _by_gpu(dump).values() if (d := clock_drop(vs))]
     if drops:
         worst = max(drops, key=lambda d: d["drop_pct"])
         line = worst.pop("line")
@@ -257,7 +256,7 @@ def _by_gpu(samples: list) -> dict:
     return out
 
 
-def _swings(samples: list[tuple[str | None, float, int]]) -> tuple[int, float, int]:
+def swings(samples: list[tuple[str | None, float, int]]) -> tuple[int, float, int]:
     """(moves between busy and idle, % of samples idle, first line) of one GPU's utilisation."""
     state, moves = None, 0
     for _, util, _ in samples:
@@ -269,7 +268,7 @@ def _swings(samples: list[tuple[str | None, float, int]]) -> tuple[int, float, i
     return moves, round(100 * idle / len(samples), 1), samples[0][2]
 
 
-def _clock_drop(samples: list[ClockSample]) -> dict | None:
+def clock_drop(samples: list[ClockSample]) -> dict | None:
     """How far one GPU's SM clock fell while it stayed busy: the best clock of the first half
     against the median of the last third, with the temperatures of those samples."""
     busy = [s for s in samples if s.util is None or s.util >= CLOCK_BUSY]

@@ -34,6 +34,8 @@ class Sample:
     gpu_util: float | None = None
     gpu_mem_mib: float | None = None
     throttled: tuple[str, ...] = ()
+    sm_mhz: float | None = None  # mean SM clock of the job's GPUs
+    temp_c: float | None = None  # the hottest of them
 
 
 def _children(root: int) -> list[int]:
@@ -197,12 +199,12 @@ class Watcher:
         self._prev_cpu = now_cpu
         s = Sample(time.monotonic() - self.started, rss, cpu, read, iowait, _mem_available())
         if self._handles:
-            s.gpu_util, s.gpu_mem_mib, s.throttled = self._gpu(set(pids))
+            s.gpu_util, s.gpu_mem_mib, s.throttled, s.sm_mhz, s.temp_c = self._gpu(set(pids))
         return s
 
     def _gpu(self, pids: set[int]):
         nv = self._nvml
-        utils, mem, reasons = [], 0.0, set()
+        utils, mem, reasons, clocks, temps = [], 0.0, set(), [], []
         for h in self._handles:
             try:
                 procs = nv.nvmlDeviceGetComputeRunningProcesses(h)
@@ -217,6 +219,11 @@ class Watcher:
             except Exception:
                 pass
             try:
+                clocks.append(nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM))
+                temps.append(nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU))
+            except Exception:
+                pass
+            try:
                 mask = nv.nvmlDeviceGetCurrentClocksEventReasons(h)
                 for bit, name in ((0x8, "hw_slowdown"), (0x20, "sw_thermal_slowdown"), (0x40, "hw_thermal_slowdown"),
                                   (0x80, "hw_power_brake_slowdown")):
@@ -225,7 +232,8 @@ class Watcher:
             except Exception:
                 pass
         util = sum(utils) / len(utils) if utils else None
-        return util, (mem if utils or mem else None), tuple(sorted(reasons))
+        clock = sum(clocks) / len(clocks) if clocks else None
+        return util, (mem if utils or mem else None), tuple(sorted(reasons)), clock, (max(temps) if temps else None)
 
     # ------------------------------------------------------------ facts
 
@@ -264,6 +272,7 @@ class Watcher:
         throttled = sorted({r for x in s for r in x.throttled})
         out["throttle_reasons"] = throttled
         out["throttled"] = bool(throttled)
+        out.update(_gpu_trends(s))
         tp = [v for _, v in self.throughput]
         if len(tp) >= 8:
             q = max(2, len(tp) // 4)
@@ -363,3 +372,21 @@ def _mem_total() -> float | None:
             return int(f.readline().split()[1]) / 1024
     except (OSError, IndexError, ValueError):
         return None
+
+
+def _gpu_trends(s: list[Sample]) -> dict:
+    """What only the series shows, read as a pasted monitoring loop's trends are
+    (paste.gpuloops): swings between busy and idle, and the SM clock falling while busy."""
+    from troubleshoot.paste import gpuloops
+    from troubleshoot.paste.readings import ClockSample
+
+    out: dict = {}
+    util = [(None, x.gpu_util, i) for i, x in enumerate(s) if x.gpu_util is not None]
+    if util:
+        out["gpu_util_swings"], out["gpu_util_idle_pct"], _ = gpuloops.swings(util)
+    clocks = [ClockSample(None, x.sm_mhz, x.temp_c, x.gpu_util, i) for i, x in enumerate(s) if x.sm_mhz]
+    drop = gpuloops.clock_drop(clocks)
+    if drop:
+        drop.pop("line")
+        out.update({("gpu_temp_max" if k == "temp_max" else f"sm_clock_{k}"): v for k, v in drop.items()})
+    return out
