@@ -320,7 +320,9 @@ def test_ctrl_c_at_the_fork_never_loses_the_child(monkeypatch):
     def fork_then_ctrl_c():
         pid = real_fork()
         if pid:
-            os.kill(os.getpid(), signal.SIGINT)  # held: it arrives once start() lets it
+            # to this (the main) thread: a signal sent to the process may land on another thread
+            # of the worker first, and trip the handler only once start() has returned
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)  # held until start() lets it
         return pid
 
     monkeypatch.setattr(procs.os, "fork", fork_then_ctrl_c)
