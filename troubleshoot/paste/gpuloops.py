@@ -50,20 +50,27 @@ class _DmonColumns:
         self.temp = cols.index(temp) if temp else None
 
 
+class _Dump:
+    """The samples of one pasted loop, kept apart from the next one (a loop's GPU keys mean
+    nothing in another) and put into the readings when the loop ends."""
+
+    def __init__(self, readings: Readings):
+        self.readings = readings
+        self.util: list[tuple[str | None, float, int]] = []
+        self.clocks: list[ClockSample] = []
+
+    def close(self) -> None:
+        if self.util:
+            self.readings.gpu.append(self.util)
+        if self.clocks:
+            self.readings.clocks.append(self.clocks)
+        self.util, self.clocks = [], []
+
+
 def dmon(lines: list[str]) -> Found | None:
     r = Readings()
     cols: _DmonColumns | None = None
-    series: list = []
-    clocks: list[ClockSample] = []
-
-    def close():
-        nonlocal series, clocks
-        if series:
-            r.gpu.append(series)
-        if clocks:
-            r.clocks.append(clocks)
-        series, clocks = [], []
-
+    dump = _Dump(r)
     for i, text in enumerate(lines):
         stripped = text.strip()
         m = _DMON_HEAD.match(stripped) if stripped.startswith("#") else None
@@ -74,16 +81,16 @@ def dmon(lines: list[str]) -> Found | None:
             continue  # the units line, a repeated header, a blank line between pasted blocks
         cells = stripped.split()
         if len(cells) < cols.count or not cells[cols.gpu].isdigit() or not _CELL.fullmatch(cells[cols.sm]):
-            close()
+            dump.close()
             cols = None
             continue
         util = None if cells[cols.sm] == "-" else float(cells[cols.sm])
         if util is not None:
-            series.append((cells[cols.gpu], util, i))
+            dump.util.append((cells[cols.gpu], util, i))
         clock = _value(cells, cols.pclk)
         if clock:
-            clocks.append(ClockSample(cells[cols.gpu], clock, _value(cells, cols.temp), util, i))
-    close()
+            dump.clocks.append(ClockSample(cells[cols.gpu], clock, _value(cells, cols.temp), util, i))
+    dump.close()
     return found_of(r)
 
 
@@ -109,36 +116,26 @@ def _read_columns(names: list[str]) -> bool:
 def query_csv(lines: list[str]) -> Found | None:
     r = Readings()
     names: list[str] | None = None
-    series: list = []
-    clocks: list[ClockSample] = []
-
-    def close():
-        nonlocal series, clocks
-        if series:
-            r.gpu.append(series)
-        if clocks:
-            r.clocks.append(clocks)
-        series, clocks = [], []
-
+    dump = _Dump(r)
     for i, text in enumerate(lines):
         m = _QUERY.search(text)
         if m:  # the command: its fields name the columns of a noheader loop
-            close()
+            dump.close()
             names = m.group("fields").strip(",").split(",")
             continue
         header = _header(text)
         if header is not None:
             if header != names:
-                close()
+                dump.close()
             names = header
             continue
         if names is None or not _read_columns(names) or not text.strip():
             continue
         cells = [c.strip() for c in text.split(",")]
-        if len(cells) != len(names) or not _row(r, dict(zip(names, cells)), i, series, clocks):
-            close()
+        if len(cells) != len(names) or not _row(dump, dict(zip(names, cells)), i):
+            dump.close()
             names = None
-    close()
+    dump.close()
     return found_of(r)
 
 
@@ -152,20 +149,20 @@ def _header(text: str) -> list[str] | None:
     return None
 
 
-def _row(r: Readings, row: dict[str, str], i: int, series: list, clocks: list) -> bool:
-    """One sample row into the readings; False when the row is not one of the loop's."""
+def _row(dump: _Dump, row: dict[str, str], i: int) -> bool:
+    """One sample row into the loop's samples; False when the row is not one of the loop's."""
     key = next((row[k] for k in _KEYS if k in row), None)
     util = _cell(row, ("utilization.gpu",))
     clock = _cell(row, _CLOCKS)
     if util is None and clock is None:
         return False
     if util is not None:
-        series.append((key, util, i))
+        dump.util.append((key, util, i))
     if clock is not None:
-        clocks.append(ClockSample(key, clock, _cell(row, ("temperature.gpu",)), util, i))
+        dump.clocks.append(ClockSample(key, clock, _cell(row, ("temperature.gpu",)), util, i))
     for name, value in row.items():
         if name.startswith(_REASONS):
-            r.reasons += [(reason, i) for reason in _reasons(name.split(".", 1)[1], value)]
+            dump.readings.reasons += [(reason, i) for reason in _reasons(name.split(".", 1)[1], value)]
     return True
 
 
