@@ -2,9 +2,10 @@
 that `troubleshoot run`'s watcher measures (troubleshoot/run/watch.py), for the machine and the
 moment the paste came from.
 
-GPU side: `nvidia-smi dmon` rows (the `sm` column), `nvidia-smi --query-gpu=utilization.gpu,...
---format=csv[,noheader][,nounits] -l N` loops, and repeated `nvidia-smi` tables (GPU-Util).
-CPU side: `top` frames (`%Cpu(s)`, `%CpuN`, the process table), `vmstat N` rows, `iostat`
+GPU side, read by troubleshoot.paste.gpuloops: `nvidia-smi dmon` rows, `nvidia-smi
+--query-gpu=... --format=csv[,noheader][,nounits] -l N` loops, repeated `nvidia-smi` tables
+(GPU-Util) and gpustat; its trends (swings, a falling clock) join the facts below.
+CPU side, read here: `top` frames (`%Cpu(s)`, `%CpuN`, the process table), `vmstat N` rows, `iostat`
 reports (`avg-cpu`, the device table), `mpstat` rows; core counts from `nproc`, `lscpu` and
 the `(N CPU)` banner of sysstat tools.
 
