@@ -237,10 +237,10 @@ def trends(r: Readings, found: Found) -> None:
         found.put("run", "gpu_util_idle_pct", most[1], most[2])
     drops = [d for dump in r.clocks for vs in _by_gpu(dump).values() if (d := clock_drop(vs))]
     if drops:
-        worst = max(drops, key=lambda d: d["drop_pct"])
+        worst = max(drops, key=lambda d: d["sm_clock_drop_pct"])
         line = worst.pop("line")
         for name, value in worst.items():
-            found.put("run", f"sm_clock_{name}" if name != "temp_max" else "gpu_temp_max", value, line)
+            found.put("run", name, value, line)
     if r.reasons:
         found.put("run", "throttle_reasons", sorted({name for name, _ in r.reasons}), r.reasons[0][1])
         found.put("run", "throttled", True, r.reasons[0][1])
@@ -267,7 +267,8 @@ def swings(samples: list[tuple[str | None, float, int]]) -> tuple[int, float, in
 
 def clock_drop(samples: list[ClockSample]) -> dict | None:
     """How far one GPU's SM clock fell while it stayed busy: the best clock of the first half
-    against the median of the last third, with the temperatures of those samples."""
+    against the median of the last third, with the temperatures of those samples, as run facts
+    (and the first sample's line)."""
     busy = [s for s in samples if s.util is None or s.util >= CLOCK_BUSY]
     if len(busy) < MIN_CLOCK_SAMPLES:
         return None
@@ -276,10 +277,10 @@ def clock_drop(samples: list[ClockSample]) -> dict | None:
     if first <= 0:
         return None
     temps = [s.temp_c for s in busy if s.temp_c is not None]
-    out = {"drop_pct": round(100 * (first - last) / first, 1), "first_mhz": _plain(first), "last_mhz": _plain(last),
-           "line": busy[0].line}
+    out = {"sm_clock_drop_pct": round(100 * (first - last) / first, 1), "sm_clock_first_mhz": _plain(first),
+           "sm_clock_last_mhz": _plain(last), "line": busy[0].line}
     if temps:
-        out["temp_max"] = _plain(max(temps))
+        out["gpu_temp_max"] = _plain(max(temps))
     return out
 
 

@@ -388,5 +388,5 @@ def _gpu_trends(s: list[Sample]) -> dict:
     drop = gpuloops.clock_drop(clocks)
     if drop:
         drop.pop("line")
-        out.update({("gpu_temp_max" if k == "temp_max" else f"sm_clock_{k}"): v for k, v in drop.items()})
+        out.update(drop)
     return out
