@@ -324,6 +324,9 @@ def fork_then_ctrl_c():
     return pid
 
 
+# Ctrl-C as a terminal's user has it: a shell that starts a command in the background without
+# job control (`pytest &` in a script) starts it with SIGINT ignored, and that is inherited
+signal.signal(signal.SIGINT, signal.default_int_handler)
 procs.os.fork = fork_then_ctrl_c
 started = []
 r, w = os.pipe()  # the child waits on it: it is still running when Ctrl-C arrives
@@ -344,8 +347,8 @@ except KeyboardInterrupt:
 
 def test_ctrl_c_at_the_fork_never_loses_the_child():
     """Ctrl-C between fork() and the caller keeping the child is held until the child is in
-    the caller's list, which then kills and reaps it. In a process of its own: a test worker's
-    other threads and whatever earlier tests did to its signal handling are not a user's."""
+    the caller's list, which then kills and reaps it. In a process of its own, with Ctrl-C's
+    default handler: a test worker's threads and signal dispositions are not a user's."""
     p = subprocess.run([sys.executable, "-c", CTRL_C_AT_FORK], capture_output=True, text=True, timeout=60)
     assert p.stdout.splitlines() == ["held until kept: 1 True", "reaped: True"], p.stdout + p.stderr
 
