@@ -13,8 +13,8 @@ RECOMPILE = ("V1206 10:01:02.000000 123 torch/_dynamo/guards.py:2997] [0/{n}] [_
              "Recompiling function forward in /work/model.py:120\n"
              "V1206 10:01:02.000000 123 torch/_dynamo/guards.py:2997] [0/{n}] [__recompiles]     "
              "triggered by the following guard failure(s):\n")
-LIMIT = ("W1206 10:01:09.000000 123 torch/_dynamo/convert_frame.py:1001] torch._dynamo hit config.{limit} (8)\n"
-         "W1206 10:01:09.000000 123 torch/_dynamo/convert_frame.py:1001]    function: 'decode' (/work/model.py:300)\n")
+LIMIT = ("W1206 10:01:09.000000 123 torch/_dynamo/convert_frame.py:1001] [0/8] torch._dynamo hit config.{limit} (8)\n"
+         "W1206 10:01:09.000000 123 torch/_dynamo/convert_frame.py:1001] [0/8]    function: 'decode' (/work/model.py:300)\n")
 
 
 def growing(n: int = 6) -> list[str]:
@@ -28,7 +28,7 @@ def diagnose(text: str) -> dict:
 
 
 def test_recompilations_and_the_limit_are_read_as_facts():
-    for limit in ("recompile_limit", "cache_size_limit"):  # PyTorch 2.6 renamed it
+    for limit in ("recompile_limit", "cache_size_limit"):  # renamed after PyTorch 2.6
         text = RECOMPILE.format(n=1) + RECOMPILE.format(n=2) + LIMIT.format(limit=limit)
         got = paste.read(text).facts["compile"]
         assert got == {"available": True, "recompiles": 2, "functions": ["forward", "decode"],

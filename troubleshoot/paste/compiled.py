@@ -4,7 +4,7 @@ two messages PyTorch's TorchDynamo prints about it:
 - "Recompiling function forward in /path/model.py:120" (torch/_dynamo/guards.py), one per
   recompilation, when the recompiles log is on (`TORCH_LOGS="recompiles"`), followed by the
   guard failures that made it recompile;
-- "torch._dynamo hit config.recompile_limit (8)" ("config.cache_size_limit" before PyTorch 2.6;
+- "torch._dynamo hit config.recompile_limit (8)" ("config.cache_size_limit" before PyTorch 2.7;
   torch/_dynamo/convert_frame.py), once a function was compiled as many times as the limit
   allows, with "   function: 'forward' (/path/model.py:120)" on the next line.
 
