@@ -146,8 +146,11 @@ class _Writer(pickle.Pickler):
         if not held or isinstance(obj, type):
             return NotImplemented
         kept = {k: v for k, v in obj.__dict__.items() if k not in held and k != records.DEFERRED}
-        # getattr: the texts of a rule that came from the cache itself are read here once more
-        texts = _write(tuple([getattr(obj, name) for name in held]))
+        load = obj.__dict__.get(records.DEFERRED)
+        if isinstance(load, functools.partial) and load.func is _held_back:
+            texts = load.args[1]  # a rule read from the cache, its texts still unread: kept as they are
+        else:
+            texts = _write(tuple([getattr(obj, name) for name in held]))
         return _restore, (type(obj), kept, texts)
 
 
