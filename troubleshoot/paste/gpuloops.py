@@ -231,11 +231,12 @@ def gpustat(lines: list[str]) -> Found | None:
 
 def trends(r: Readings, found: Found) -> None:
     """The facts only a series shows, into `found` (area run), each with its first line."""
-    most = max((swings(vs) for dump in r.gpu for vs in _by_gpu(dump).values()), default=None, key=lambda s: s[0])
+    most = max((swings(vs) for dump in r.gpu for vs in _by_gpu(dump, lambda u: u[0])), default=None,
+               key=lambda s: s[0])
     if most and most[0]:
         found.put("run", "gpu_util_swings", most[0], most[2])
         found.put("run", "gpu_util_idle_pct", most[1], most[2])
-    drops = [d for dump in r.clocks for vs in _by_gpu(dump).values() if (d := clock_drop(vs))]
+    drops = [d for dump in r.clocks for vs in _by_gpu(dump, lambda c: c.key) if (d := clock_drop(vs))]
     if drops:
         worst = max(drops, key=lambda d: d["sm_clock_drop_pct"])
         line = worst.pop("line")
@@ -246,11 +247,12 @@ def trends(r: Readings, found: Found) -> None:
         found.put("run", "throttled", True, r.reasons[0][1])
 
 
-def _by_gpu(samples: list) -> dict:
+def _by_gpu(samples: list, gpu) -> list[list]:
+    """One dump's samples, GPU by GPU (`gpu` says a sample's GPU), each in time order."""
     out: dict = {}
     for s in samples:
-        out.setdefault(s.key if isinstance(s, ClockSample) else s[0], []).append(s)
-    return out
+        out.setdefault(gpu(s), []).append(s)
+    return list(out.values())
 
 
 def swings(samples: list[tuple[str | None, float, int]]) -> tuple[int, float, int]:
