@@ -61,6 +61,15 @@ def run_cli(*args: str, input: bytes | str | None = None, env: dict | None = Non
                           env=env, cwd=cwd or REPO, timeout=timeout)
 
 
+def diagnose_pasted(text: str) -> dict:
+    """The JSON document `troubleshoot diagnose --no-probe` gives for `text` piped in as a log."""
+    import json
+
+    p = run_cli("diagnose", "--no-probe", "--format", "json", "--log", "-", input=text)
+    assert p.returncode in (0, 1), p.stderr
+    return json.loads(p.stdout)
+
+
 def run_main(*args: str, input: bytes | str | None = None, env: dict | None = None, cwd: Path | None = None,
              timeout: float = 60) -> subprocess.CompletedProcess:
     """The command's `main` in this process, for tests about what a command decides and writes

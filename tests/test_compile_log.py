@@ -4,9 +4,8 @@ that grows in a validation loop. The recompile lines are the messages of torch/_
 config.%s (%s)" with "   function: 'NAME' (FILE:LINE)") under TORCH_LOGS' prefix; the validation
 lines are OpenMMLab's (mmengine's LogProcessor: "Epoch(val) [E][I/N] ... memory: MiB")."""
 
-import json
 
-from conftest import run_cli
+from conftest import diagnose_pasted as diagnose, run_cli
 from troubleshoot import paste
 
 RECOMPILE = ("V1206 10:01:02.000000 123 torch/_dynamo/guards.py:2997] [0/{n}] [__recompiles] "
@@ -19,12 +18,6 @@ LIMIT = ("W1206 10:01:09.000000 123 torch/_dynamo/convert_frame.py:1001] [0/8] t
 
 def growing(n: int = 6) -> list[str]:
     return [f"step {100 * (i + 1)} loss 2.0 allocated: {1000 + 500 * i}.0 MB\n" for i in range(n)]
-
-
-def diagnose(text: str) -> dict:
-    p = run_cli("diagnose", "--no-probe", "--format", "json", "--log", "-", input=text.encode())
-    assert p.returncode in (0, 1), p.stderr
-    return json.loads(p.stdout)
 
 
 def test_recompilations_and_the_limit_are_read_as_facts():

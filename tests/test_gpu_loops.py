@@ -4,12 +4,11 @@ reasons of a query loop. The samples follow each tool's printed format: `nvidia-
 header and columns, `--query-gpu` CSV with and without a header (NVML's reason bits as
 documented for nvmlClocksEventReasons), and gpustat's one line per GPU."""
 
-import json
 import os
 
 import pytest
 
-from conftest import run_cli
+from conftest import diagnose_pasted as diagnose
 from troubleshoot import paste
 
 DMON_HOT = """\
@@ -27,12 +26,6 @@ DMON_HOT = """\
 
 def gpustat(*utils: int, gpu: int = 0) -> str:
     return "".join(f"[{gpu}] NVIDIA GeForce RTX 3090 | 60°C, {u:3d} % | 20195 / 24576 MB | user(20190M)\n" for u in utils)
-
-
-def diagnose(text: str) -> dict:
-    p = run_cli("diagnose", "--no-probe", "--format", "json", "--log", "-", input=text.encode())
-    assert p.returncode in (0, 1), p.stderr
-    return json.loads(p.stdout)
 
 
 def rules_of(text: str) -> list[str]:
