@@ -457,7 +457,8 @@ def test_reports_pack_an_offset_and_an_index_and_refuse_what_does_not_fit():
 
 def test_a_scan_leaves_the_process_allocator_alone(tmp_path):
     """Tuning glibc's allocator is the program's choice (reader.tune_allocator, called by its
-    entry point): a scan of a large log, forked or not, never loads ctypes to do it."""
+    entry point): a scan of a large log, forked or not, never loads ctypes to do it unasked,
+    and asked, a scan loads it only for a log larger than a chunk."""
     import subprocess
     import sys
 
@@ -476,10 +477,21 @@ def test_a_scan_leaves_the_process_allocator_alone(tmp_path):
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
-    from troubleshoot.scan import reader
-
-    reader.tune_allocator()  # the program's call: harmless, and a second one does nothing
-    reader.tune_allocator()
+    # The program's call (twice: a second one does nothing) changes the allocator from the
+    # first chunk-sized buffer on: a log smaller than a chunk never loads ctypes for it.
+    asked = ("import io, os, sys\n"
+             "from troubleshoot.scan import ScanPattern, scan_stream, tune_allocator\n"
+             "tune_allocator(); tune_allocator()\n"
+             "pats = [ScanPattern('oom', 'log', r'CUDA out of memory')]\n"
+             "scan_stream(io.BytesIO(b'CUDA out of memory\\n' * 100), pats, threads=0)\n"
+             "small = 'ctypes' in sys.modules\n"
+             f"with open({str(log)!r}, 'rb') as f:\n"
+             "    assert scan_stream(f, pats, threads=0).get('oom', 'log').count == 1\n"
+             "glibc = bool(os.confstr_names.get('CS_GNU_LIBC_VERSION') and os.confstr('CS_GNU_LIBC_VERSION'))\n"
+             "print(small, 'ctypes' in sys.modules or not glibc)\n")
+    out = subprocess.run([sys.executable, "-c", asked], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "True"]
 
 
 def test_paste_and_the_scanner_strip_the_same_escape_sequences():

@@ -32,6 +32,11 @@ class _Parser(argparse.ArgumentParser):
     # (`diagnose a.log --no-probe b.log`): argparse takes a list positional only once.
     arguments_as: str | None = None
 
+    def _get_formatter(self):
+        # argparse builds a formatter for every argument added, only to check its metavar, and
+        # the formatter asks shutil for the terminal's width: 2 ms of every start, for shutil.
+        return self.formatter_class(prog=self.prog, width=_columns() - 2)
+
     def error(self, message: str):  # one line, no usage dump
         raise TroubleshootError(f"{message} (see `{self.prog} --help`)")
 
@@ -55,6 +60,19 @@ class _Parser(argparse.ArgumentParser):
             if not hint:
                 raise
             raise argparse.ArgumentError(action, f"invalid choice: {value!r}{hint}") from None
+
+
+def _columns() -> int:
+    """The terminal's width as shutil.get_terminal_size gives it ($COLUMNS first, then the
+    terminal of stdout, else 80)."""
+    try:
+        return int(os.environ["COLUMNS"]) or 80
+    except (KeyError, ValueError):
+        pass
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80
+    except (AttributeError, ValueError, OSError):
+        return 80
 
 
 def _arguments_as(parser: argparse.ArgumentParser, args: list[str], option: str) -> list[str]:
@@ -312,9 +330,9 @@ def entry() -> None:
     if _last_command in LEAVE_AT_ONCE:
         _flush_and_leave(code)
     if _last_command in QUICK_EXIT:
-        import threading
-
-        if all(t.daemon or t is threading.main_thread() for t in threading.enumerate()):
+        # A thread is started through threading: where it was never loaded, none runs.
+        threading = sys.modules.get("threading")
+        if threading is None or all(t.daemon or t is threading.main_thread() for t in threading.enumerate()):
             import atexit
 
             atexit._run_exitfuncs()  # private, but the one way to run them as exit would
@@ -335,6 +353,15 @@ def _process_settings(command: str | None) -> None:
     # glibc serves the chunk-sized blocks of a scan from fresh mmaps and returns them on free:
     # a third of a large scan's CPU was faulting in new pages (scan.reader.tune_allocator).
     scan.tune_allocator()
+    if command not in LEAVE_AT_ONCE:
+        # A command's start makes ~60,000 objects the collector tracks (modules, the rule set)
+        # that live to its end; collecting every 700 new ones scans them again and again: 5 ms
+        # of a small diagnosis's ~70. Every 100,000 a one-shot command never collects, and a
+        # long one (`run`, a thousand rank logs) still frees its cycles, in rarer, longer passes.
+        # The TUI keeps the default, whose short passes never hold up a key.
+        import gc
+
+        gc.set_threshold(100_000, 10, 10)
     if command in LEAVE_AT_ONCE:
         # Background jobs (ten probes, a scan) hold the GIL in turns; the default 5 ms hand-over
         # makes every step of handling a key wait behind them. A shorter one keeps keys responsive.

@@ -14,9 +14,9 @@ tui sit above it.
 
 from __future__ import annotations
 
+import _thread  # threading's locks are these; threading itself costs every start 1 ms
 import os
 import sys
-import threading
 from dataclasses import field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
@@ -98,9 +98,9 @@ class CommandContext:
     facts_note: str | None = None  # why this machine's facts were left out of the diagnosis, if they were
     _skipped: list[Skipped] = field(default_factory=list, repr=False)  # the logs' files left out as no logs
     # One lock per part: the TUI loads the rules in one thread while it probes in another.
-    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)  # plugins, probes, fixers
-    _rules_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _machine_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _lock: _thread.RLock = field(default_factory=_thread.RLock, repr=False)  # plugins, probes, fixers
+    _rules_lock: _thread.LockType = field(default_factory=_thread.allocate_lock, repr=False)
+    _machine_lock: _thread.LockType = field(default_factory=_thread.allocate_lock, repr=False)
 
     def with_options(self, **changes) -> "CommandContext":
         """This context with some options changed (`run --tui` opens the TUI on the job's log

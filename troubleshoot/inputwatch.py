@@ -22,7 +22,6 @@ import os
 import re
 import stat
 import sys
-import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -320,6 +319,8 @@ class _Progress:
     def __init__(self, terminal: Terminal, name: str, limits: Limits):
         self._terminal, self._name = terminal, name
         self._due_bytes, self._seconds = limits.progress_bytes, limits.progress_seconds
+        import threading  # a progress line only: a file's scan starts no thread
+
         self._done = threading.Event()
         self._line: _Line | None = None
         self._total = 0

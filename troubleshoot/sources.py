@@ -14,12 +14,9 @@ listed, a stream's (stdin, a FIFO) when the scan reads them first: never a secon
 
 from __future__ import annotations
 
-import glob
 import os
 import re
-import shlex
 import stat
-import threading
 from dataclasses import field, replace
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -127,6 +124,11 @@ class Sources:
         return list(dict.fromkeys(n for n in seen if n))
 
 
+def _has_magic(spec: str) -> bool:
+    """glob.has_magic, without loading glob for a plain path."""
+    return any(c in spec for c in "*?[")
+
+
 def find_logs(specs: Iterable[str]) -> FoundLogs:
     """Each `--log` value as log sources: '-' (stdin), a file, a folder (every log file under
     it) or a glob; node and rank come from the file names where they say them. A file that is
@@ -143,7 +145,9 @@ def find_logs(specs: Iterable[str]) -> FoundLogs:
                 raise TroubleshootError(f"cannot read log {spec}: no log files in this folder")
             found.logs += inside.logs
             found.skipped += inside.skipped
-        elif not p.exists() and glob.has_magic(spec):
+        elif not p.exists() and _has_magic(spec):
+            import glob
+
             files = sorted(Path(f) for f in glob.glob(spec, recursive=True) if Path(f).is_file())
             if not files:
                 raise TroubleshootError(f"cannot read log {spec}: no file matches")
@@ -259,6 +263,8 @@ def _hint(kind: str, path: str) -> str | None:
     tool = _UNPACK.get(kind) or ("iconv -f UTF-16 -t UTF-8" if kind == "UTF-16 text" else None)
     if tool is None or not path:
         return None
+    import shlex
+
     return f"{tool} {shlex.quote(path)} | troubleshoot diagnose"
 
 
@@ -360,6 +366,8 @@ class LogTail:
         self.max_chunk = max_chunk
         # Streamed: opened at once, so that a log that cannot be read back fails before the job.
         self._f = open(self.path, "rb", buffering=0) if stream else None
+        import threading  # a followed log only
+
         self._cond = threading.Condition()
         self._appended = 0  # bytes the writer has put in the file
         self._want = 0  # the reader waits until the file holds this many bytes

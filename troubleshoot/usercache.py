@@ -29,6 +29,16 @@ _MAGIC = b"\x00troubleshoot-cache-1\n"
 _HEAD_SIZE = struct.Struct("<I")
 
 
+def digest(data: bytes) -> str:
+    """32 hex digits that name `data` (BLAKE2b): a cache entry's file, a scan database's key.
+    Not hashlib's SHA-256: hashlib loads OpenSSL first, 2 ms of every start."""
+    try:
+        from _blake2 import blake2b  # what hashlib.blake2b is, where CPython builds it
+    except ImportError:  # pragma: no cover - a Python built without it
+        from hashlib import blake2b
+    return blake2b(data, digest_size=16).hexdigest()
+
+
 def cache_dir(name: str) -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "troubleshoot" / name
@@ -179,10 +189,7 @@ class Cache:
 
     def path(self, key: object) -> Path:
         """The file of `key` (any value with a stable repr: text, numbers, tuples of them)."""
-        import hashlib
-
-        digest = hashlib.sha256(repr(key).encode("utf-8", "surrogatepass")).hexdigest()[:32]
-        return cache_dir(self.folder) / f"{digest}.cache"
+        return cache_dir(self.folder) / f"{digest(repr(key).encode('utf-8', 'surrogatepass'))}.cache"
 
     def head(self, stamp: object) -> tuple:
         from troubleshoot import __version__

@@ -15,7 +15,6 @@ in memory.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
 
@@ -75,15 +74,10 @@ class Stack:
 
 
 def _key(sources: list[str], single: frozenset[int], defer: tuple[tuple[int, ...], ...] = (), offset: int = 0) -> str:
-    h = hashlib.sha256()
-    if offset:  # a database of the patterns after the first `offset` (see database(stable=...))
-        h.update(f"@{offset}".encode())
-    h.update(repr(defer).encode())
-    for i, s in enumerate(sources):
-        h.update(b"1" if i in single else b"0")
-        h.update(s.encode("utf-8", "surrogatepass"))
-        h.update(b"\0")
-    return h.hexdigest()[:32]
+    # a database of the patterns after the first `offset` (see database(stable=...))
+    head = f"@{offset}" if offset else ""
+    text = "\0".join(("1" if i in single else "0") + s for i, s in enumerate(sources))
+    return usercache.digest(f"{head}{defer!r}\0{text}\0".encode("utf-8", "surrogatepass"))
 
 
 def _compile(forms: list[str], ids: list[int], single: frozenset[int]):

@@ -26,6 +26,8 @@ class Chunks:
     at the end with `final` set (it counts as a line)."""
 
     def __init__(self, stream, chunk_size: int, progress: Callable[[int], None] | None = None):
+        if chunk_size >= CHUNK_SIZE and _wanted and not _tuned:
+            _tune()
         self.buf = bytearray(2 * chunk_size)
         self.size = chunk_size
         self.read_into = _reader(stream)
@@ -152,13 +154,15 @@ def stream_size(stream) -> int | None:
     return st.st_size if stat.S_ISREG(st.st_mode) else None
 
 
+_wanted = False  # the program asked for the tuning (tune_allocator)
 _tuned = False
 
 
 def tune_allocator() -> None:
     """Asks glibc to serve chunk-sized blocks from the heap and not to trim it, for the rest of
-    the process: for a program's entry point to call before it scans. A second call, or one
-    on a C library other than glibc, does nothing; without it a scan works, only slower.
+    the process, from the first chunk-sized read on: for a program's entry point to call
+    before it scans. A second call, or one on a C library other than glibc, does nothing;
+    without it a scan works, only slower.
 
     Each chunk makes a few short-lived blocks of about a chunk's size (the ANSI-stripped
     copy, a read() result). glibc serves blocks that large with a fresh mmap and returns them
@@ -166,10 +170,15 @@ def tune_allocator() -> None:
     as system time). Serving them from the heap and not trimming it reuses the same pages; the
     heap stays as large as the largest few blocks, which are bounded by the chunk size. This
     changes the allocator of the whole process, whatever else it runs: a library must not
-    decide that for the program that imports it."""
+    decide that for the program that imports it. The change itself waits for the first
+    buffer of a chunk's size (`Chunks`): a log smaller than a chunk never needs it, and the
+    ctypes it takes cost a small diagnosis 2 ms of its start."""
+    global _wanted
+    _wanted = True
+
+
+def _tune() -> None:
     global _tuned
-    if _tuned:
-        return
     _tuned = True
     if not os.confstr_names.get("CS_GNU_LIBC_VERSION") or not _glibc():
         return
