@@ -141,6 +141,27 @@ def test_lookup_by_key_code_message_and_format(demo_catalog):
     assert cat.lookup("something else") is None and cat.lookup("  ") is None
 
 
+def test_a_catalog_is_kept_across_runs_until_its_file_changes(demo_catalog):
+    """The next run reads a catalog with its lookup tables from the per-user cache, and finds
+    what the file gives; a changed file is read again."""
+    first = catalogs.load("demo-status")
+    catalogs.load.cache_clear()
+    kept = catalogs.load("demo-status")
+    assert kept is not first and kept == first and "_patterns" in kept.__dict__
+    assert "_compiled" not in kept.__dict__ and "_looked_up" not in kept.__dict__  # memos are not kept
+    assert kept.lookup("Timeout after 7ms of waiting for RPC response from GPU3").key == "demo_rpc_timeout"
+    changed = json.loads(json.dumps(DEMO))
+    changed["entries"][2]["message"] = "uncorrectable ECC error seen"
+    (demo_catalog / "demo-status.json").write_text(json.dumps(changed) + " ")  # another size: another stamp
+    catalogs.load.cache_clear()
+    assert catalogs.load("demo-status").lookup("uncorrectable ECC error seen").key == "demoErrorEcc"
+    # A cache entry that is not a catalog (damaged, or planted) reads as missing.
+    entry = catalogs._CACHE.path(str(demo_catalog / "demo-status.json"))  # written by this test: its own file
+    entry.write_bytes(entry.read_bytes()[:-9] + b"garbage!.")
+    catalogs.load.cache_clear()
+    assert catalogs.load("demo-status").lookup("demoErrorEcc").code == 214
+
+
 # ------------------------------------------------------------------ the shipped catalogs
 
 def _generators():

@@ -19,6 +19,8 @@ import os
 import re
 from pathlib import Path
 
+from troubleshoot import usercache
+from troubleshoot.engine import rulecache
 from troubleshoot.engine.shipped import shipped_rules_dir
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.records import record
@@ -278,12 +280,41 @@ def names() -> tuple[str, ...]:
     return tuple(p.stem for p in files())
 
 
+# A catalog read from its file with its lookup tables made (`_prepared`), kept across runs: the
+# JSON and the patterns' literal heads were a tenth of a small diagnosis that names one entry.
+_CACHE = usercache.Cache("catalogs", format=1)
+
+
 @functools.cache
 def load(name: str) -> MessageCatalog:
-    """The catalog NAME, read and checked once per process."""
+    """The catalog NAME, read and checked once per process, and once across runs while neither
+    its file nor the code that reads it changes."""
+    path = folder() / f"{name}.json"
+    here = Path(__file__)
+    stamp = usercache.file_stamps([path, here, here.parent.parent / "scan" / "prefilter.py"])
+    blob = _CACHE.get(str(path), stamp)
+    if blob is not None:
+        found = rulecache.read_pickle(blob, (MessageCatalog, CatalogEntry))
+        if isinstance(found, MessageCatalog) and found.id == name:
+            return found
+    catalog = _prepared(_read(name, path))
+    try:
+        _CACHE.put(str(path), stamp, rulecache.write_pickle(catalog))
+    except (TypeError, ValueError, AttributeError):  # not kept: the next run reads the file again
+        pass
+    return catalog
+
+
+def _prepared(catalog: MessageCatalog) -> MessageCatalog:
+    """The catalog with every lookup table made, none of the memos of lookups yet."""
+    for table in ("_by_key", "_by_code", "_by_text", "_by_loose_key", "_patterns"):
+        getattr(catalog, table)
+    return catalog
+
+
+def _read(name: str, path: Path) -> MessageCatalog:
     import json  # here: a start whose rules name no catalog entry never reads one
 
-    path = folder() / f"{name}.json"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         head = data["catalog"]

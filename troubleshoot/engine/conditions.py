@@ -30,41 +30,47 @@ def parse(src: str) -> Node:
     return Parser(src).parse()
 
 
-# The paths of each condition tree asked for, by identity: a diagnosis lists what every condition
-# read, per rule and per log or node. The tree is kept with its paths (an id is not reused while
-# its object lives); the table is emptied when it fills (a rule set reloaded by the TUI).
-_PATHS: dict[int, tuple[Node, tuple[str, ...]]] = {}
+# The fact paths of each condition tree asked for, by identity: a diagnosis lists what every
+# condition read, per rule and per log or node. The tree is kept with its paths (an id is not
+# reused while its object lives); the table is emptied when it fills (a rule set reloaded by the TUI).
+_PATHS: dict[int, tuple[Node, tuple[Path, ...]]] = {}
 _PATHS_KEPT = 8192
 
 
-def tree_paths(node: Node) -> tuple[str, ...]:
-    """`paths(node)`, remembered per tree."""
+def tree_reads(node: Node, facts: dict) -> tuple[tuple[str, object], ...]:
+    """(dotted path, its value in `facts` or None) for each fact path the condition reads, as
+    `paths` lists them: what a trace says a condition read."""
     kept = _PATHS.get(id(node))
     if kept is None or kept[0] is not node:
         if len(_PATHS) >= _PATHS_KEPT:
             _PATHS.clear()
-        kept = _PATHS[id(node)] = (node, tuple(paths(node)))
-    return kept[1]
+        kept = _PATHS[id(node)] = (node, tuple(_path_nodes(node, frozenset())))
+    ctx = Context(facts=facts)
+    return tuple((p.dotted, None if (v := _resolve(p, ctx, record=False)) is UNKNOWN else v) for p in kept[1])
 
 
 def paths(node: Node, bound: frozenset = frozenset()) -> list[str]:
     """Dotted fact paths a condition reads (bound quantifier variables excluded)."""
-    out: list[str] = []
+    return [p.dotted for p in _path_nodes(node, bound)]
+
+
+def _path_nodes(node: Node, bound: frozenset) -> list[Path]:
+    out: list[Path] = []
     if isinstance(node, Path):
         if node.parts[0] not in bound:
-            out.append(node.dotted)
+            out.append(node)
     elif isinstance(node, BinOp):
-        out += paths(node.left, bound) + paths(node.right, bound)
+        out += _path_nodes(node.left, bound) + _path_nodes(node.right, bound)
     elif isinstance(node, (Not, Neg)):
-        out += paths(node.operand, bound)
+        out += _path_nodes(node.operand, bound)
     elif isinstance(node, Call):
         for a in node.args:
-            out += paths(a, bound)
+            out += _path_nodes(a, bound)
     elif isinstance(node, ListLit):
         for a in node.items:
-            out += paths(a, bound)
+            out += _path_nodes(a, bound)
     elif isinstance(node, Quant):
-        out += paths(node.seq, bound) + paths(node.body, bound | {node.var})
+        out += _path_nodes(node.seq, bound) + _path_nodes(node.body, bound | {node.var})
     return out
 
 

@@ -129,7 +129,7 @@ def _trace(rule: Rule, scan: ScanResult | None, facts: Mapping | None) -> RuleTr
     for c in rule.facts:
         missing: list[str] = []
         value = conditions.evaluate(c.tree, env, missing)
-        reads = tuple((p, lookup(env, p)) for p in conditions.tree_paths(c.tree))
+        reads = conditions.tree_reads(c.tree, env)
         conds.append(ConditionResult(c.source, value, tuple(missing), reads))
 
     reason = ""

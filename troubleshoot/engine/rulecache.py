@@ -131,6 +131,17 @@ class _Reader(pickle.Unpickler):
         return found
 
 
+def read_pickle(data: bytes, own: tuple[type, ...]):
+    """What `data` holds when it is a pickle of the rule model's classes and `own` (see
+    `allowed`), else None: for other cached values made of them (engine.catalogs)."""
+    return _read(data, own)
+
+
+def write_pickle(obj) -> bytes:
+    """The pickle `read_pickle` reads back."""
+    return _write(obj)
+
+
 def _read(data: bytes, own: tuple[type, ...]):
     """What `data` holds, or None for anything that is not a pickle of allowed names."""
     try:
