@@ -19,7 +19,6 @@ second one.
 from __future__ import annotations
 
 import os
-import re
 import stat
 import sys
 import time
@@ -30,6 +29,7 @@ from typing import TextIO
 
 from troubleshoot.console import PROG
 from troubleshoot.errors import TroubleshootError
+from troubleshoot.lazyre import lazy
 from troubleshoot.records import record
 from troubleshoot.scan.reader import CHUNK_SIZE, LONG_LINE
 from troubleshoot.textsafe import terminal_safe
@@ -48,7 +48,7 @@ REFRESH = 4
 NAME_WIDTH = 40
 PASTE_PROMPT = f"{PROG}: paste the log, then press Ctrl-D on an empty line"
 
-_NEWLINE = re.compile(b"\n")
+_NEWLINE = lazy(b"\n")
 # Control bytes a text log does not hold; tab, CR (progress bars), backspace, form feed and ESC
 # (colours) it does.
 _CONTROLS = bytes(b for b in range(0x20) if b not in b"\t\n\r\x08\x0c\x1b") + b"\x7f"

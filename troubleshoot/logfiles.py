@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 import os
-import re
 import stat
 import sys
 from array import array
@@ -20,6 +19,7 @@ from typing import BinaryIO
 from troubleshoot import inputwatch
 from troubleshoot.engine import timestamps
 from troubleshoot.errors import TroubleshootError
+from troubleshoot.lazyre import lazy
 from troubleshoot.records import record
 
 PEEK = 256 << 10
@@ -28,11 +28,11 @@ LOOKBACK = 64 << 10  # how far before a line its timestamp is looked for
 # NCCL_DEBUG lines start with the host: "gpu-07:15325:16199 [2] NCCL INFO ..."
 # (Each line after its newline: a literal the regex engine finds fast, where `^` under re.M is
 # tried at every byte.)
-_NCCL_HOST = re.compile(rb"\n([A-Za-z0-9][A-Za-z0-9_.-]{0,62}):\d+:\d+ \[\d+\] NCCL (?:INFO|WARN)")
-_LABEL = re.compile(rb"^ {0,6}(\d{1,6}): (?:\[(?:rank|default)(\d{1,6})\]: ?)?|^\[(?:rank|default)(\d{1,6})\]: ?")
+_NCCL_HOST = lazy(rb"\n([A-Za-z0-9][A-Za-z0-9_.-]{0,62}):\d+:\d+ \[\d+\] NCCL (?:INFO|WARN)")
+_LABEL = lazy(rb"^ {0,6}(\d{1,6}): (?:\[(?:rank|default)(\d{1,6})\]: ?)?|^\[(?:rank|default)(\d{1,6})\]: ?")
 # The lines _LABEL matches, and those bytes.strip() leaves nothing of, each after its newline.
-_LABEL_LINE = re.compile(rb"\n(?: {0,6}\d{1,6}: |\[(?:rank|default)\d{1,6}\]:)")
-_BLANK_LINE = re.compile(rb"\n[ \t\r\x0b\x0c]*(?=\n|\Z)")
+_LABEL_LINE = lazy(rb"\n(?: {0,6}\d{1,6}: |\[(?:rank|default)\d{1,6}\]:)")
+_BLANK_LINE = lazy(rb"\n[ \t\r\x0b\x0c]*(?=\n|\Z)")
 
 
 @record

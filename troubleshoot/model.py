@@ -7,6 +7,7 @@ import re
 from dataclasses import field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from troubleshoot.lazyre import lazy
 from troubleshoot.records import deferrable, record
 
 if TYPE_CHECKING:
@@ -81,7 +82,7 @@ def _re2_spaces(source: str) -> str:
     return "".join(out)
 
 
-_GROUP_NAME = re.compile(r"\(\?P<([A-Za-z_][A-Za-z0-9_]*)>")
+_GROUP_NAME = lazy(r"\(\?P<([A-Za-z_][A-Za-z0-9_]*)>")
 
 
 @record(frozen=True)

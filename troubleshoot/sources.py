@@ -15,13 +15,13 @@ listed, a stream's (stdin, a FIFO) when the scan reads them first: never a secon
 from __future__ import annotations
 
 import os
-import re
 import stat
 from dataclasses import field, replace
 from pathlib import Path
 from typing import Iterable, Mapping
 
 from troubleshoot.errors import TroubleshootError
+from troubleshoot.lazyre import lazy
 from troubleshoot.records import record
 
 # Files in a log folder that are not logs, by their names, and what each is. Snapshots and
@@ -50,14 +50,14 @@ _MAGIC = (
 # UTF-16's byte order marks, and where the NUL of each ASCII character falls after them. A log in
 # Latin-1 may start with the same two bytes (ÿþ): it is UTF-16 only where those NULs are.
 _UTF16 = ((b"\xff\xfe", 1), (b"\xfe\xff", 0))
-_BZIP2 = re.compile(rb"BZh[1-9]1AY&SY")
-_PICKLE = re.compile(rb"\x80[\x02-\x05]")
+_BZIP2 = lazy(rb"BZh[1-9]1AY&SY")
+_PICKLE = lazy(rb"\x80[\x02-\x05]")
 # Control bytes that text does not hold, NUL among them; tab, line breaks, form feed, backspace,
 # bell, ESC and shift-in/out (colours, progress bars, terminal captures) it does.
 _NOT_TEXT = bytes(b for b in (*range(0x20), 0x7F) if b not in b"\t\n\x0b\x0c\r\x08\x07\x1b\x0e\x0f")
 # A run of NUL bytes is a hole, not content: what a log truncated under its writer starts with
 # (logrotate's copytruncate), or a block a crash left in it.
-_NUL_RUN = re.compile(rb"\x00{64,}")
+_NUL_RUN = lazy(rb"\x00{64,}")
 _HOLE = bytes(64)
 # Of the bytes judged, the share (percent) of _NOT_TEXT bytes from which they are binary: a
 # binary holds them by the percent (ELF, bytecode, images: 1 to 60 %), a log holds none, or a
@@ -314,13 +314,13 @@ def check_readable(path: str) -> None:
 
 
 # `troubleshoot run` under srun/torchrun: <stamp>-<job>.<node>.rank<N>.log
-_RUN_NAME = re.compile(r"\.(?P<node>[A-Za-z0-9_-][A-Za-z0-9_.-]*?)\.rank(?P<rank>\d+)\.log$")
+_RUN_NAME = lazy(r"\.(?P<node>[A-Za-z0-9_-][A-Za-z0-9_.-]*?)\.rank(?P<rank>\d+)\.log$")
 # torchrun --log-dir: <dir>/<run id>/attempt_<k>/<local rank>/{stdout,stderr}.log
-_TORCHRUN = re.compile(r"attempt_\d+/(?P<rank>\d+)/std(?:out|err)\.log$")
+_TORCHRUN = lazy(r"attempt_\d+/(?P<rank>\d+)/std(?:out|err)\.log$")
 # Slurm --output=slurm-%j-%t.out / %j_%t / %j.%t (job id, task id)
-_SLURM_TASK = re.compile(r"slurm-\d+[-_.](?P<rank>\d+)\.(?:out|err|log)$")
-_RANK_WORD = re.compile(r"(?i)(?:^|[^a-z])rank[-_.]?(?P<rank>\d+)(?:[^0-9]|$)")
-_NODE_WORD = re.compile(r"(?i)(?:^|[._-])node[-_=](?P<node>[a-z0-9]+(?:-(?!rank)[a-z0-9]+)*)")
+_SLURM_TASK = lazy(r"slurm-\d+[-_.](?P<rank>\d+)\.(?:out|err|log)$")
+_RANK_WORD = lazy(r"(?i)(?:^|[^a-z])rank[-_.]?(?P<rank>\d+)(?:[^0-9]|$)")
+_NODE_WORD = lazy(r"(?i)(?:^|[._-])node[-_=](?P<node>[a-z0-9]+(?:-(?!rank)[a-z0-9]+)*)")
 
 
 def tagged(src: LogSource, root: Path | None = None) -> LogSource:

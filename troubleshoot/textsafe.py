@@ -5,15 +5,15 @@ uses the `markdown_*` helpers, which are terminal-safe too."""
 
 from __future__ import annotations
 
-import re
+from troubleshoot.lazyre import lazy
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROL = lazy(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # What can start Markdown inside a line: emphasis, code, links and images ([ ]), HTML and
 # autolinks (< >), entities, tables, strikethrough, headings and issue links (#), math ($).
-_MD_INLINE = re.compile(r"([\\`*_\[\]<>&|~#$])")
+_MD_INLINE = lazy(r"([\\`*_\[\]<>&|~#$])")
 # What starts a block only where a line starts: a list item or a setext heading's underline.
-_MD_BLOCK = re.compile(r"^(\s*)(?:([-+=])|(\d+)([.)]))")
-_BACKTICKS = re.compile(r"`+")
+_MD_BLOCK = lazy(r"^(\s*)(?:([-+=])|(\d+)([.)]))")
+_BACKTICKS = lazy(r"`+")
 
 
 def terminal_safe(text: str, keep_newlines: bool = True) -> str:

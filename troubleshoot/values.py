@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from functools import total_ordering
 
-_VERSION = re.compile(r"^\s*v?(\d+(?:\.\d+)*)(?:[-+._ ]?[0-9A-Za-z.+-]*)?\s*$")
-_VERSION_STRICT = re.compile(r"^\s*v?\d+(?:\.\d+)+(?:[-+][0-9A-Za-z.+-]*)?\s*$|^\s*\d+\s*$")
+from troubleshoot.lazyre import lazy
+
+_VERSION = lazy(r"^\s*v?(\d+(?:\.\d+)*)(?:[-+._ ]?[0-9A-Za-z.+-]*)?\s*$")
+_VERSION_STRICT = lazy(r"^\s*v?\d+(?:\.\d+)+(?:[-+][0-9A-Za-z.+-]*)?\s*$|^\s*\d+\s*$")
 
 
 @total_ordering
@@ -60,7 +61,7 @@ _UNITS = {
     "g": 1000**3, "gb": 1000**3, "gib": 1 << 30,
     "t": 1000**4, "tb": 1000**4, "tib": 1 << 40,
 }
-_BYTES = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*$")
+_BYTES = lazy(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*$")
 
 
 def parse_bytes(value) -> int:

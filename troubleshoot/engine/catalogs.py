@@ -23,6 +23,7 @@ from troubleshoot import usercache
 from troubleshoot.engine import rulecache
 from troubleshoot.engine.shipped import shipped_rules_dir
 from troubleshoot.errors import TroubleshootError
+from troubleshoot.lazyre import lazy
 from troubleshoot.records import record
 
 FOLDER = "catalogs"
@@ -31,8 +32,8 @@ ENTRY_WORDS = ("entry_key", "entry_code", "entry_message", "entry_doc", "entry_r
                "catalog_name", "catalog_version", "catalog_url", "action", "action_text")
 # Lookups kept per catalog: a rule's trace and its diagnoses look up the same captured texts.
 LOOKUPS_KEPT = 4096
-EXPANSION = re.compile(r"\{catalog:([a-z0-9-]+)\}")
-_INT = re.compile(r"^(?:0[xX][0-9a-fA-F]+|-?\d+)$")
+EXPANSION = lazy(r"\{catalog:([a-z0-9-]+)\}")
+_INT = lazy(r"^(?:0[xX][0-9a-fA-F]+|-?\d+)$")
 
 
 @record(frozen=True)
@@ -201,8 +202,8 @@ _QUANTIFIERS = frozenset("*+?{")
 
 # One literal character of a pattern: a plain one, or a punctuation mark escaped (a backslash
 # before a letter or digit is a class or a reference, not literal text).
-_LITERALS = re.compile(r"(?:[^\\.^$*+?{}\[\]()|]|\\(?:_|[^\w]))*")
-_UNIT = re.compile(r"\\.|.", re.DOTALL)
+_LITERALS = lazy(r"(?:[^\\.^$*+?{}\[\]()|]|\\(?:_|[^\w]))*")
+_UNIT = lazy(r"\\.|.", re.DOTALL)
 
 
 def leading_literal(pattern: str) -> str:

@@ -14,14 +14,16 @@ import re
 import shlex
 from typing import Callable
 
+from troubleshoot.lazyre import lazy
+
 # A value never brings a line break into code: it would end a fenced block or a code span's
 # paragraph, and put the rest of the value outside any quotes.
-_BREAKS = re.compile(r"[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-_CLOSING = re.compile(r"^ {0,3}(`{3,}|~{3,})[ \t]*$")
-_BACKTICKS = re.compile(r"`+")
-_DOUBLE_SPECIAL = re.compile(r'[$`\\"!]')
-_HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
+_BREAKS = lazy(r"[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")
+_FENCE = lazy(r"^ {0,3}(`{3,}|~{3,})")
+_CLOSING = lazy(r"^ {0,3}(`{3,}|~{3,})[ \t]*$")
+_BACKTICKS = lazy(r"`+")
+_DOUBLE_SPECIAL = lazy(r'[$`\\"!]')
+_HEREDOC = lazy(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
 
 Lookup = Callable[[str], "str | None"]
 Shown = Callable[[str], str]

@@ -9,6 +9,7 @@ import re
 from typing import Mapping
 
 from troubleshoot.engine import cmdquote, conditions
+from troubleshoot.lazyre import lazy
 from troubleshoot.model import Fix
 from troubleshoot.textsafe import markdown_inline
 
@@ -17,7 +18,7 @@ def lookup(env: Mapping, dotted: str):
     value = conditions.evaluate(conditions.parse(dotted), dict(env)) if _PATH.match(dotted) else conditions.UNKNOWN
     return None if value is conditions.UNKNOWN else value
 
-_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_0-9]+|\[\d+\])*$")
+_PATH = lazy(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_0-9]+|\[\d+\])*$")
 
 
 def short(value, limit: int = 160) -> str:
@@ -28,9 +29,9 @@ def short(value, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)\}")
+_PLACEHOLDER = lazy(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)\}")
 # `{name|words}`: the rule's own words for when the log or the facts do not give `name`.
-_WITH_FALLBACK = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)\|([^{}\n]*)\}")
+_WITH_FALLBACK = lazy(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)\|([^{}\n]*)\}")
 
 
 def interpolate(text: str, captures: Mapping[str, str], facts: Mapping | None = None, markdown: bool = False) -> str:

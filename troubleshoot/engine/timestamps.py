@@ -7,8 +7,9 @@ Year's Eve is ordered wrongly, which is the price of comparing the formats with 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
+
+from troubleshoot.lazyre import lazy
 
 HEAD = 80  # characters of a line searched for a timestamp
 
@@ -17,14 +18,14 @@ _MONTHS = {m: i for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun",
 _FRACTION = r"(?:[.,](?P<frac>\d{1,9}))?"
 _FORMATS = (
     # 2024-01-15 10:22:33,123 (Python logging), 2024-01-15T10:22:33.123Z (ISO 8601, Slurm)
-    re.compile(r"(?P<year>\d{4})-(?P<month>\d\d)-(?P<day>\d\d)[T ](?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)" + _FRACTION),
+    lazy(r"(?P<year>\d{4})-(?P<month>\d\d)-(?P<day>\d\d)[T ](?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)" + _FRACTION),
     # glog: absl pads the month (I0225 07:05:33.508602), PyTorch's C++ side does not
     # ([E626 06:24:44.159932949 ...] is June 26); the day always has two digits.
-    re.compile(r"(?:^|[\[\s:])[IWEF](?P<month>1[0-2]|0?[1-9])(?P<day>[0-3]\d) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)"
-               + _FRACTION),
+    lazy(r"(?:^|[\[\s:])[IWEF](?P<month>1[0-2]|0?[1-9])(?P<day>[0-3]\d) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)"
+         + _FRACTION),
     # syslog (Jan 15 10:22:33) and dmesg -T ([Mon Jan 15 10:22:33 2024])
-    re.compile(r"(?i)\b(?P<mon>jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]* +(?P<day>\d{1,2}) "
-               r"(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)" + _FRACTION),
+    lazy(r"(?i)\b(?P<mon>jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]* +(?P<day>\d{1,2}) "
+         r"(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)" + _FRACTION),
 )
 
 

@@ -22,13 +22,14 @@ import re
 import shlex
 from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Protocol, Sequence
 
+from troubleshoot.lazyre import lazy
 from troubleshoot.textsafe import terminal_safe
 
 if TYPE_CHECKING:
     from troubleshoot.model import Diagnosis, Evidence, Fix, Rule
 
 # A `{name}` the engine fills from a capture or a fact (engine.diagnose reads the same form).
-_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)(?:\|([^{}\n]*))?\}")
+_PLACEHOLDER = lazy(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)(?:\|([^{}\n]*))?\}")
 THIS_MACHINE = "/ (this machine)"  # where a fix applied without --root changed files
 LOCAL_FACTS = "this machine"  # what facts describe unless they were pasted or name their node
 # Sources that are no path: a printed command names the log as LOG instead.

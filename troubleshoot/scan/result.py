@@ -13,6 +13,7 @@ from collections import deque
 from dataclasses import field
 from typing import Callable
 
+from troubleshoot.lazyre import lazy
 from troubleshoot.records import record
 from troubleshoot.values import parse_bytes
 
@@ -126,7 +127,7 @@ def series_view(series: dict[str, Series]) -> dict[str, dict]:
     return out
 
 
-_THOUSANDS = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?")  # "6,123" as a job's log prints a count
+_THOUSANDS = lazy(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?")  # "6,123" as a job's log prints a count
 
 
 def _number(text: str) -> float | None:
