@@ -14,13 +14,15 @@ import os
 import stat
 import sys
 from array import array
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from troubleshoot import inputwatch
-from troubleshoot.engine import timestamps
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.lazyre import lazy
 from troubleshoot.records import record
+
+if TYPE_CHECKING:
+    from troubleshoot.engine import timestamps
 
 PEEK = 256 << 10
 LABELLED_SHARE = 0.5  # of the first lines, how many must carry a rank label for the log to be split
@@ -170,6 +172,8 @@ def split(stream: BinaryIO, tmpdir: str) -> list[RankStream]:
 def stamps_at(path: str, lines: list[int]) -> dict[int, timestamps.Stamp]:
     """For each line number, the timestamp on that line or the nearest one before it (within
     LOOKBACK bytes). One forward pass counting newlines, one short read per line asked."""
+    from troubleshoot.engine import timestamps  # several logs' order only: a single log's start skips it
+
     wanted = sorted(set(ln for ln in lines if ln and ln > 0))
     found: dict[int, timestamps.Stamp] = {}
     if not wanted:

@@ -15,7 +15,6 @@ from typing import Any, Callable
 
 from troubleshoot.engine import condregex
 from troubleshoot.engine.condfuncs import FUNCTIONS, as_version, is_number
-from troubleshoot.engine.condparse import Parser
 from troubleshoot.engine.condtree import UNKNOWN, BinOp, Call, ListLit, Lit, Neg, Node, Not, Path, Quant
 from troubleshoot.records import record
 from troubleshoot.values import Version
@@ -27,6 +26,8 @@ MAX_MATCH_SUBJECT = 1 << 16
 @functools.lru_cache(maxsize=4096)
 def parse(src: str) -> Node:
     """Parse a condition; raises condparse.ConditionError with a column on bad input."""
+    from troubleshoot.engine.condparse import Parser  # rules read from their cache come parsed
+
     return Parser(src).parse()
 
 

@@ -15,7 +15,7 @@ in memory.
 from __future__ import annotations
 
 import functools
-import json
+import marshal
 import os
 
 from troubleshoot import usercache
@@ -40,8 +40,9 @@ def _flags(single: bool) -> int:
 # Databases kept (0.7 MB each for the shipped rules): a rule set scanned from files and from
 # pipes has two (see database(defer=...)), and rulecache keeps 8 rule sets.
 KEEP = 16
-# The cache's format: bump it whenever prefilter.py changes what it makes of a pattern.
-FORMS_VERSION = 9
+# The cache's format: bump it whenever prefilter.py changes what it makes of a pattern (10: the
+# database's ids in marshal, not JSON).
+FORMS_VERSION = 10
 CACHE = usercache.Cache("hyperscan", format=FORMS_VERSION, keep=KEEP)
 
 
@@ -124,13 +125,14 @@ def _build(sources: tuple[str, ...], single: frozenset[int],
 
 
 def _load(blob: bytes) -> Database | None:
-    head, _, body = blob.partition(b"\n")
     try:
-        meta = json.loads(head)
-        db = _hs.loadb(body, _hs.HS_MODE_BLOCK)
+        size = int.from_bytes(blob[:4], "little")
+        rejected, shared, deferred = marshal.loads(blob[4:4 + size])
+        if not (type(rejected) is type(deferred) is tuple and type(shared) is dict):
+            return None
+        db = _hs.loadb(blob[4 + size:], _hs.HS_MODE_BLOCK)
         db.scratch = _hs.Scratch(db)  # a loaded database comes without one
-        shared = {int(k): tuple(v) for k, v in meta["shared"].items()}
-        return Database(db, frozenset(meta["rejected"]), shared, frozenset(meta.get("deferred", ())))
+        return Database(db, frozenset(rejected), shared, frozenset(deferred))
     except Exception:  # a damaged or foreign file: compile instead
         return None
 
@@ -164,9 +166,10 @@ def _database_cached(key: str, sources: tuple[str, ...], single: frozenset[int],
 
 def _save(key: str, found: Database) -> None:
     try:
-        meta = {"rejected": sorted(found.rejected), "shared": {str(k): v for k, v in found.shared.items()},
-                "deferred": sorted(found.deferred)}
-        blob = json.dumps(meta).encode() + b"\n" + _hs.dumpb(found.db)
+        # marshal, not JSON: a thousand shared ids read back in a tenth of the time
+        meta = marshal.dumps((tuple(sorted(found.rejected)), {k: tuple(v) for k, v in found.shared.items()},
+                              tuple(sorted(found.deferred))))
+        blob = len(meta).to_bytes(4, "little") + meta + _hs.dumpb(found.db)
     except Exception:
         return  # a database hyperscan cannot serialise only costs the next run a compile
     CACHE.put(key, _stamp(), blob)
