@@ -9,6 +9,7 @@ import math
 import pickle
 from collections import deque
 from dataclasses import field
+from typing import ClassVar  # at the top: dataclasses finds it here when it reads a string annotation
 
 import pytest
 
@@ -133,3 +134,41 @@ def test_a_frozen_record_is_frozen_and_refused_as_a_frozen_dataclass_is():
             make(type("Bad", (Loose,), {"__annotations__": {"z": int}, "z": 0}))
         with pytest.raises(TypeError, match="Cannot overwrite attribute __setattr__"):
             make(type("Own", (), {"__annotations__": {"z": int}, "__setattr__": lambda self, k, v: None}))
+
+
+def test_a_record_on_a_record_has_the_fields_and_refusals_of_a_dataclass_on_a_dataclass():
+    """A record declares its fields itself (not through dataclasses.dataclass): inherited fields,
+    defaults, ClassVar names, `field()` defaults left on the class, and what dataclasses refuses
+    come out as they do for dataclasses."""
+    for make in (dataclasses.dataclass, record):
+        for frozen in (False, True):
+            deco = make(frozen=True) if frozen else make
+
+            @deco
+            class Base:
+                a: int
+                b: str = "b"
+                tag: ClassVar[str] = "kept"
+                c: tuple = field(default=())
+
+            @deco
+            class Child(Base):
+                d: float = 1.0
+                b: str = "child"
+
+            assert [f.name for f in dataclasses.fields(Child)] == ["a", "b", "c", "d"]
+            assert Child.__match_args__ == ("a", "b", "c", "d") and Child.tag == "kept" and Child.c == ()
+            x = Child(1)
+            assert (x.b, x.c, x.d) == ("child", (), 1.0) and dataclasses.replace(x, d=2.0).d == 2.0
+            assert dataclasses.fields(Child)[1].default == "child" and "tag" not in [f.name for f in dataclasses.fields(Base)]
+            if frozen:
+                with pytest.raises(dataclasses.FrozenInstanceError):
+                    x.a = 3
+                with pytest.raises(TypeError, match="cannot inherit non-frozen dataclass from a frozen one"):
+                    make(type("Thawed", (Base,), {"__annotations__": {"z": int}, "z": 0}))
+            with pytest.raises(ValueError, match="mutable default <class 'list'> for field z is not allowed"):
+                deco(type("Mutable", (), {"__annotations__": {"z": list}, "z": []}))
+            with pytest.raises(TypeError, match="'z' is a field but has no type annotation"):
+                deco(type("Bare", (), {"__annotations__": {}, "z": field(default=1)}))
+            with pytest.raises(TypeError, match="non-default argument 'z' follows default argument"):
+                deco(type("Order", (Base,), {"__annotations__": {"z": int}}))
