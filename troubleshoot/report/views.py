@@ -1,7 +1,9 @@
 """What every front end shows of a diagnosis, a rule and an applied fix: one view model each,
 built by one function from the model objects. The views are typed named tuples: as immutable
 as frozen dataclasses, and a tenth of their cost to define (this module is imported by every
-command that prints a diagnosis).
+command that prints a diagnosis). Their annotations are evaluated where they are written (no
+`from __future__ import annotations`; the model's classes are named in quotes): NamedTuple
+compiles each annotation left as a string, which doubled the module's import.
 
 The text report, the Markdown report, the JSON document, `rules show`, `history` and the TUI
 render these views and decide only how they look. What they show is decided here once: which
@@ -13,8 +15,6 @@ for. Renderers still quote for their medium (Markdown escapes, Rich `Text` objec
 string safe for a terminal can still be read as markup. The `record` of a view is the data as
 found, for the JSON documents whose layout docs/json-output.md fixes: JSON quotes it itself.
 """
-
-from __future__ import annotations
 
 import json
 import os
@@ -58,7 +58,7 @@ class Invocation(NamedTuple):
 
     @classmethod
     def of(cls, source: str = "the log", log_args: Sequence[str] | None = None, facts_args: Sequence[str] = (),
-           hint_args: Sequence[str] = ()) -> Invocation:
+           hint_args: Sequence[str] = ()) -> "Invocation":
         """`log_args` by default: `--log SOURCE`, or `--log LOG` when the source is no path."""
         if log_args is None:
             log_args = ("--log", source if source not in _NOT_A_PATH else "LOG")
@@ -124,7 +124,7 @@ class DiagnosisView(NamedTuple):
     record: Mapping[str, Any]  # the JSON document's entry (schema 1)
 
 
-def diagnosis_view(d: Diagnosis, invocation: Invocation | None = None, machine: str = LOCAL_FACTS) -> DiagnosisView:
+def diagnosis_view(d: "Diagnosis", invocation: Invocation | None = None, machine: str = LOCAL_FACTS) -> DiagnosisView:
     """The view of `d`. `invocation`: what its fix preview command repeats; `machine`: what
     the facts describe when they were not pasted into the log."""
     from troubleshoot.engine.merge import who
@@ -144,7 +144,7 @@ def diagnosis_view(d: Diagnosis, invocation: Invocation | None = None, machine: 
         references=tuple(safe_line(r) for r in d.rule.references), record=diagnosis_record(d))
 
 
-def action_line(d: Diagnosis) -> str:
+def action_line(d: "Diagnosis") -> str:
     """"Action: reset the GPU when idle (Xid 48 on 0000:91:00)": what to do now, in words."""
     if not d.action:
         return ""
@@ -159,7 +159,7 @@ def action_line(d: Diagnosis) -> str:
     return f"Action: {words}{where}"
 
 
-def _filler(rule: Rule, captured: Mapping[str, str]):
+def _filler(rule: "Rule", captured: Mapping[str, str]):
     """Word each placeholder the engine left unfilled (an optional group that did not take
     part, a fact not probed). Only names the rule's own texts hold as placeholders are worded:
     braces that name nothing the rule provides (code) stay, and so do the names of captures that
@@ -187,7 +187,7 @@ def _filler(rule: Rule, captured: Mapping[str, str]):
     return lambda text: _PLACEHOLDER.sub(word, text) if "{" in text else text
 
 
-def _placeholders_of(rule: Rule) -> frozenset[str]:
+def _placeholders_of(rule: "Rule") -> frozenset[str]:
     """The `{names}` the rule's explanation, context notes and fixes are written with."""
     texts = [rule.explain, *(n.note for n in rule.context)]
     for f in rule.fixes:
@@ -196,7 +196,7 @@ def _placeholders_of(rule: Rule) -> frozenset[str]:
     return frozenset(m.group(1) for t in texts if isinstance(t, str) for m in _PLACEHOLDER.finditer(t))
 
 
-def _found_by(d: Diagnosis) -> str:
+def _found_by(d: "Diagnosis") -> str:
     if d.count:
         return "log"
     # facts only, each shown beside the line of the log that printed it (a pasted dump, a pasted
@@ -206,7 +206,7 @@ def _found_by(d: Diagnosis) -> str:
     return "job" if any((e.path or "").startswith("run.") for e in d.evidence) else "facts"
 
 
-def _seen_on(d: Diagnosis) -> str:
+def _seen_on(d: "Diagnosis") -> str:
     """Where a diagnosis of several logs or nodes was seen (empty for one log)."""
     parts = []
     if d.ranks:
@@ -221,14 +221,14 @@ def _seen_on(d: Diagnosis) -> str:
     return " · ".join(parts)
 
 
-def _evidence(e: Evidence) -> EvidenceView:
+def _evidence(e: "Evidence") -> EvidenceView:
     # Cut before quoting: a visible escape is longer than its character, and the span counts characters.
     a, b = e.span if e.source == "log" and e.span else (0, 0)
     return EvidenceView(e.source, e.line, safe_line(e.text[:a]), safe_line(e.text[a:b]), safe_line(e.text[b:]),
                         None if e.path is None else safe_line(e.path), None if e.file is None else safe_line(e.file))
 
 
-def _facts(d: Diagnosis, machine: str) -> tuple[FactView, ...]:
+def _facts(d: "Diagnosis", machine: str) -> tuple[FactView, ...]:
     # A fact the log printed about its machine comes with the line that showed it (the engine
     # words such a diagnosis "From the log"); several nodes name themselves.
     if any(e.source == "log" and e.path for e in d.evidence):
@@ -239,7 +239,7 @@ def _facts(d: Diagnosis, machine: str) -> tuple[FactView, ...]:
                  for e in d.evidence if e.source == "fact")
 
 
-def _fix(f: Fix, fill) -> FixView:
+def _fix(f: "Fix", fill) -> FixView:
     text = f.params.get("text")
     advice = ""
     if isinstance(text, str):
@@ -255,7 +255,7 @@ def value_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
-def _preview(d: Diagnosis, inv: Invocation) -> str:
+def _preview(d: "Diagnosis", inv: Invocation) -> str:
     if not d.fixes:
         return ""
     # The log is named whenever the diagnosis read it: its lines, or facts pasted in it.
@@ -265,7 +265,7 @@ def _preview(d: Diagnosis, inv: Invocation) -> str:
     return safe_line(shlex.join(command))
 
 
-def diagnosis_record(d: Diagnosis) -> dict:
+def diagnosis_record(d: "Diagnosis") -> dict:
     """The diagnosis as the JSON document holds it (schema 1, docs/json-output.md): its texts
     worded as every view words them (a placeholder the log did not fill says so)."""
     fill = _filler(d.rule, d.captures)
@@ -332,7 +332,7 @@ class RuleView(NamedTuple):
     record: Mapping[str, Any]  # the row of `rules list --format json`
 
 
-def rule_view(rule: Rule, overrides: Sequence[object] = ()) -> RuleView:
+def rule_view(rule: "Rule", overrides: Sequence[object] = ()) -> RuleView:
     """The view of a rule as its file defines it: its placeholders are what the rule says, so
     they are shown as written. `overrides`: the origins of the definitions it replaced."""
     o = rule.origin
