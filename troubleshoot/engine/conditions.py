@@ -13,7 +13,6 @@ import functools
 from dataclasses import field
 from typing import Any, Callable
 
-from troubleshoot.engine import condregex
 from troubleshoot.engine.condfuncs import FUNCTIONS, as_version, is_number
 from troubleshoot.engine.condtree import UNKNOWN, BinOp, Call, ListLit, Lit, Neg, Node, Not, Path, Quant
 from troubleshoot.records import record
@@ -268,6 +267,8 @@ def _binary_op(op: str, a, b):
         text = str(a)
         if len(text) > MAX_MATCH_SUBJECT:
             text = text[:MAX_MATCH_SUBJECT]
+        from troubleshoot.engine import condregex  # RE2 or a guarded `re`: for conditions that match
+
         return condregex.compiled(b).search(text) is not None
     return _compare(op, a, b)
 

@@ -23,10 +23,14 @@ from __future__ import annotations
 
 import functools
 import io
-import pickle
 import sys
 from pathlib import Path, PosixPath, PurePosixPath
 from typing import Sequence
+
+try:  # the C pickler that pickle.py wraps: its own definitions cost every start 0.7 ms, unused here
+    import _pickle as pickle
+except ImportError:  # pragma: no cover - a Python built without it
+    import pickle  # type: ignore[no-redef]
 
 from troubleshoot import records, usercache
 
@@ -167,7 +171,7 @@ class _Writer(pickle.Pickler):
 
 def _write(obj) -> bytes:
     out = io.BytesIO()
-    _Writer(out, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+    _Writer(out, protocol=-1).dump(obj)  # -1: the highest protocol
     return out.getvalue()
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from troubleshoot.scan import engines, utf8view
+from troubleshoot.scan import engines
 from troubleshoot.scan.candidates import Candidates, line_span
 from troubleshoot.scan.result import ScanPattern
 
@@ -49,6 +49,8 @@ class Re2Candidates(Candidates):
         self.dirty = False
 
     def spans(self, chunk: bytes, end: int):
+        from troubleshoot.scan import utf8view  # the RE2 engine only: a database's scan never loads it
+
         copy = utf8view.repaired(chunk)  # RE2 reads valid UTF-8 only, the verifier any bytes
         return self._spans(chunk) if copy is None else utf8view.mapped_back(self._spans(copy), copy, chunk)
 

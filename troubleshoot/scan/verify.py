@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from troubleshoot.scan import backtrack
-from troubleshoot.scan import ansi, re2, rewindow
+from troubleshoot.scan import ansi, re2
 from troubleshoot.scan.candidates import Candidates
 from troubleshoot.scan.result import ScanCancelled, ScanPattern
 
@@ -44,7 +44,11 @@ def verifier(p: ScanPattern, backend: str | None) -> Find:
     found = re2.verifier(p) if backend != "re" else None
     if found is None and backtrack.superlinear(p.compiled) is not None:
         return re2.verifier(p) or _never
-    return found or rewindow.finder(p.compiled)
+    if found is not None:
+        return found
+    from troubleshoot.scan import rewindow  # without RE2 only
+
+    return rewindow.finder(p.compiled)
 
 
 def _never(seg: str) -> None:
