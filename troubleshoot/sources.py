@@ -235,9 +235,9 @@ def not_text(head: bytes, whole: bool = False) -> str | None:
             units = head[2 + nul_at:SNIFF:2]
             if units and units.count(0) * 4 >= len(units):
                 return "UTF-16 text"
-    if _BZIP2.match(head):
+    if head[:3] == b"BZh" and _BZIP2.match(head):
         return "bzip2-compressed"
-    if _PICKLE.match(head):
+    if head[:1] == b"\x80" and _PICKLE.match(head):
         return "a Python pickle"
     if head[257:262] == b"ustar":
         return "a tar archive"
@@ -327,17 +327,20 @@ def tagged(src: LogSource, root: Path | None = None) -> LogSource:
     """Node and rank read from the file's name, where a known layout says them."""
     path = (src.path or "").replace(os.sep, "/")
     name = path.rsplit("/", 1)[-1]
+    folded = name.casefold()
     rank = node = None
-    m = _RUN_NAME.search(name)
+    m = _RUN_NAME.search(name) if ".rank" in name else None
     if m:
         node, rank = m["node"], int(m["rank"])
     else:
-        for pat, text in ((_TORCHRUN, path), (_SLURM_TASK, name), (_RANK_WORD, name)):
-            m = pat.search(text)
+        # Each layout's word first: most names hold none, and their regexes are then never compiled.
+        for pat, text, word in ((_TORCHRUN, path, "attempt_" in path), (_SLURM_TASK, name, "slurm-" in name),
+                                (_RANK_WORD, name, "rank" in folded)):
+            m = pat.search(text) if word else None
             if m:
                 rank = int(m["rank"])
                 break
-        m = _NODE_WORD.search(name)
+        m = _NODE_WORD.search(name) if "node" in folded else None
         if m:
             node = m["node"]
     return replace(src, node=src.node or node, rank=src.rank if src.rank is not None else rank)

@@ -135,7 +135,7 @@ def _number(text: str) -> float | None:
         return float(text)
     except ValueError:
         pass
-    if _THOUSANDS.fullmatch(text):
+    if "," in text and _THOUSANDS.fullmatch(text):
         return float(text.replace(",", ""))
     try:
         return float(parse_bytes(text))
