@@ -14,13 +14,15 @@ at all, reads as a miss.
 
 from __future__ import annotations
 
+import io
 import marshal
 import os
 import stat
 import struct
 import zlib
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from troubleshoot.records import record
 
@@ -72,19 +74,26 @@ def _owned_private(p: Path) -> bool:
 def read(path: Path) -> bytes | None:
     """The file's bytes when it is trusted, else None. The file is opened without following a
     link and checked as opened, so it cannot be swapped between the check and the read."""
+    with _opened(path) as f:
+        try:
+            return f.read() if f is not None else None
+        except OSError:
+            return None
+
+
+@contextmanager
+def _opened(path: Path):
+    """The file opened for reading when it is trusted (see `read`), else None."""
     if not _owned_private(path.parent):
-        return None
+        yield None
+        return
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
-        return None
+        yield None
+        return
     with os.fdopen(fd, "rb") as f:
-        if untrusted_because(os.fstat(f.fileno())) is not None:
-            return None
-        try:
-            return f.read()
-        except OSError:
-            return None
+        yield f if untrusted_because(os.fstat(f.fileno())) is None else None
 
 
 def write(path: Path, data: bytes) -> None:
@@ -155,26 +164,47 @@ def file_stamps(paths: Iterable[Path | str]) -> tuple:
     return tuple(out)
 
 
-def pack_entry(head: tuple, payload: bytes) -> bytes:
-    """An entry file's bytes: `head` (program version, format, stamp) and `payload`."""
-    meta = marshal.dumps((head, len(payload), zlib.crc32(payload)))
-    return b"".join((_MAGIC, _HEAD_SIZE.pack(len(meta)), meta, payload))
+def pack_entry(head: tuple, payload: bytes | Sequence[bytes]) -> bytes:
+    """An entry file's bytes: `head` (program version, format, stamp) and `payload`, one part
+    or several (`Cache.put_parts`)."""
+    parts = [payload] if isinstance(payload, (bytes, bytearray)) else list(payload)
+    crc = 0
+    for part in parts:
+        crc = zlib.crc32(part, crc)
+    lengths = len(parts[0]) if isinstance(payload, (bytes, bytearray)) else tuple(len(part) for part in parts)
+    meta = marshal.dumps((head, lengths, crc))
+    return b"".join((_MAGIC, _HEAD_SIZE.pack(len(meta)), meta, *parts))
 
 
-def unpack_entry(blob: bytes) -> tuple[tuple, bytes] | None:
-    """(head, payload) of an entry file's bytes; None for one that is foreign, truncated or damaged."""
-    if not blob.startswith(_MAGIC):
-        return None
-    start = len(_MAGIC) + _HEAD_SIZE.size
+def unpack_entry(blob: bytes) -> tuple[tuple, bytes | list[bytes]] | None:
+    """(head, payload) of an entry file's bytes (its parts, for an entry of several); None for
+    one that is foreign, truncated or damaged."""
+    return _entry(io.BytesIO(blob))
+
+
+def _entry(f) -> tuple[tuple, bytes | list[bytes]] | None:
+    """An entry read from an open file: each part is read into a bytes object of its own, so a
+    scan database of a megabyte is never copied out of the file's bytes (on a VM each fresh
+    page costs microseconds to fault in)."""
     try:
-        (size,) = _HEAD_SIZE.unpack_from(blob, len(_MAGIC))
-        head, length, crc = marshal.loads(blob[start:start + size])
-    except (ValueError, EOFError, TypeError, struct.error):
+        if f.read(len(_MAGIC)) != _MAGIC:
+            return None
+        (size,) = _HEAD_SIZE.unpack(f.read(_HEAD_SIZE.size))
+        head, lengths, crc = marshal.loads(f.read(size))
+        one = type(lengths) is int
+        if type(head) is not tuple or not (one or (type(lengths) is tuple and all(type(n) is int for n in lengths))):
+            return None
+        parts = [f.read(n) for n in ((lengths,) if one else lengths)]
+        if f.read(1) or any(len(part) != n for part, n in zip(parts, (lengths,) if one else lengths)):
+            return None
+    except (ValueError, EOFError, TypeError, struct.error, OSError):
         return None
-    payload = blob[start + size:]
-    if type(head) is not tuple or len(payload) != length or zlib.crc32(payload) != crc:
+    found = 0
+    for part in parts:
+        found = zlib.crc32(part, found)
+    if found != crc:
         return None
-    return head, payload
+    return head, parts[0] if one else parts
 
 
 @record(frozen=True)
@@ -199,16 +229,29 @@ class Cache:
     def get(self, key: object, stamp: object) -> bytes | None:
         """The payload stored under `key` for exactly `stamp`; None for anything else (no entry,
         another stamp, version or format, an entry that is not trusted or not whole)."""
+        found = self._get(key, stamp)
+        return found if type(found) is bytes else None
+
+    def get_parts(self, key: object, stamp: object) -> list[bytes] | None:
+        """The parts stored under `key` by `put_parts`, as `get` reads a payload."""
+        found = self._get(key, stamp)
+        return found if type(found) is list else None
+
+    def _get(self, key: object, stamp: object) -> bytes | list[bytes] | None:
         path = self.path(key)
-        blob = read(path)
-        found = unpack_entry(blob) if blob else None
+        with _opened(path) as f:
+            found = _entry(f) if f is not None else None
         if found is None or found[0] != self.head(stamp):
             return None
         if self.keep:
             used(path)  # in use: the last to be pruned
         return found[1]
 
-    def put(self, key: object, stamp: object, payload: bytes) -> None:
+    def put_parts(self, key: object, stamp: object, parts: Sequence[bytes]) -> None:
+        """Store several payloads under `key`, each read back as its own bytes (`get_parts`)."""
+        self.put(key, stamp, tuple(parts))
+
+    def put(self, key: object, stamp: object, payload: bytes | Sequence[bytes]) -> None:
         """Store `payload` under `key`; never raises (a stamp marshal cannot hold is not kept)."""
         try:
             blob = pack_entry(self.head(stamp), payload)

@@ -41,7 +41,7 @@ def _flags(single: bool) -> int:
 # pipes has two (see database(defer=...)), and rulecache keeps 8 rule sets.
 KEEP = 16
 # The cache's format: bump it whenever prefilter.py changes what it makes of a pattern (10: the
-# database's ids in marshal, not JSON).
+# database's ids in marshal, not JSON, a part of the entry of their own).
 FORMS_VERSION = 10
 CACHE = usercache.Cache("hyperscan", format=FORMS_VERSION, keep=KEEP)
 
@@ -124,13 +124,14 @@ def _build(sources: tuple[str, ...], single: frozenset[int],
     return Database(db, rejected_all, shared, deferred)
 
 
-def _load(blob: bytes) -> Database | None:
+def _load(parts: list[bytes]) -> Database | None:
+    """A database from its cache entry's two parts: the ids (marshal) and hyperscan's bytes."""
     try:
-        size = int.from_bytes(blob[:4], "little")
-        rejected, shared, deferred = marshal.loads(blob[4:4 + size])
+        meta, body = parts
+        rejected, shared, deferred = marshal.loads(meta)
         if not (type(rejected) is type(deferred) is tuple and type(shared) is dict):
             return None
-        db = _hs.loadb(blob[4 + size:], _hs.HS_MODE_BLOCK)
+        db = _hs.loadb(body, _hs.HS_MODE_BLOCK)
         db.scratch = _hs.Scratch(db)  # a loaded database comes without one
         return Database(db, frozenset(rejected), shared, frozenset(deferred))
     except Exception:  # a damaged or foreign file: compile instead
@@ -150,9 +151,9 @@ _WANTED: dict[str, tuple[tuple[str, ...], frozenset[int], tuple[tuple[int, ...],
 @functools.lru_cache(maxsize=8)
 def _database_cached(key: str, sources: tuple[str, ...], single: frozenset[int], compile_if_missing: bool,
                      defer: tuple[tuple[int, ...], ...] = (), offset: int = 0):
-    blob = CACHE.get(key, _stamp())
-    if blob is not None:
-        found = _load(blob)
+    parts = CACHE.get_parts(key, _stamp())
+    if parts is not None:
+        found = _load(parts)
         if found is not None:
             return found
     if not compile_if_missing:
@@ -169,10 +170,10 @@ def _save(key: str, found: Database) -> None:
         # marshal, not JSON: a thousand shared ids read back in a tenth of the time
         meta = marshal.dumps((tuple(sorted(found.rejected)), {k: tuple(v) for k, v in found.shared.items()},
                               tuple(sorted(found.deferred))))
-        blob = len(meta).to_bytes(4, "little") + meta + _hs.dumpb(found.db)
+        body = _hs.dumpb(found.db)
     except Exception:
         return  # a database hyperscan cannot serialise only costs the next run a compile
-    CACHE.put(key, _stamp(), blob)
+    CACHE.put_parts(key, _stamp(), (meta, body))  # read back as two objects: the megabyte is not copied
 
 
 # A missing database of at most this many patterns is compiled at once, whatever the input:
@@ -293,7 +294,7 @@ def _detached_compile(wanted) -> None:  # pragma: no cover - runs in the detache
     except OSError:
         pass
     for key, (sources, single, defer, offset) in wanted:
-        if CACHE.get(key, _stamp()) is None:
+        if CACHE.get_parts(key, _stamp()) is None:
             found = _build(sources, single, defer, offset)
             if found is not None:
                 _save(key, found)
