@@ -15,8 +15,9 @@ can neither run code nor change a class; it can only make instances of those cla
 `__init__`, or their fields set as a frozen dataclass's own `__init__` sets them). Pickle's C
 reader makes the rule set's 5,000 instances in a quarter of the time that decoding marshalled
 tuples in Python took. A rule's long texts (records.deferrable: explanation, fixes, examples...)
-are a pickle of their own inside it, read when first used: a small diagnosis reads them for the
-rules that fire.
+are a pickle of their own inside it, compressed, read when first used: a small diagnosis reads
+them for the rules that fire. Compressed, they make the entry that every run reads, checks and
+faults in page by page 0.65 MB instead of 1 MB.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import functools
 import io
 import sys
+import zlib
 from pathlib import Path, PosixPath, PurePosixPath
 from typing import Sequence
 
@@ -34,7 +36,7 @@ except ImportError:  # pragma: no cover - a Python built without it
 
 from troubleshoot import records, usercache
 
-FORMAT = 4  # 3: marshalled tuples; 4: a pickle of the model's classes
+FORMAT = 5  # 3: marshalled tuples; 4: a pickle of the model's classes; 5: rule texts compressed
 KEEP = 8  # rule sets kept (sets of packs: with and without a team folder, per venv...)
 CACHE = usercache.Cache("rulesets", format=FORMAT, keep=KEEP)
 
@@ -165,7 +167,7 @@ class _Writer(pickle.Pickler):
         if isinstance(load, functools.partial) and load.func is _held_back:
             texts = load.args[1]  # a rule read from the cache, its texts still unread: kept as they are
         else:
-            texts = _write(tuple([getattr(obj, name) for name in held]))
+            texts = zlib.compress(_write(tuple([getattr(obj, name) for name in held])), 6)
         return _restore, (type(obj), kept, texts)
 
 
@@ -191,7 +193,7 @@ def _held_back(kind: type, texts: bytes) -> dict:
     """The held-back fields of one rule, read at their first use. The texts were checked with
     the rest of the cache entry (usercache, and a read-back before it was kept): ones that do
     not read now were damaged since, which no caller can recover from, so this raises."""
-    values = _Reader(texts, allowed()).load()
+    values = _Reader(zlib.decompress(texts), allowed()).load()
     if type(values) is not tuple or len(values) != len(kind.__deferrable__):
         raise pickle.UnpicklingError("damaged rule texts in the cache")
     return dict(zip(kind.__deferrable__, values))
