@@ -106,11 +106,11 @@ class MessageCatalog:
         return {}
 
     @functools.cached_property
-    def _patterns(self) -> list[tuple[str, str, CatalogEntry]]:
-        """(form, the literal text every match starts with, entry). Compiled only where a text
-        starts as the form does (`_compiled`): a catalog holds hundreds of formats, and
-        compiling them all was a third of a small diagnosis."""
-        return [(form, leading_literal(form), e) for e in self.entries if e.pattern
+    def _patterns(self) -> list[tuple[str, str, int, CatalogEntry]]:
+        """(form, the literal text every match starts with, its _literal_len, entry). Compiled
+        only where a text starts as the form does (`_compiled`): a catalog holds hundreds of
+        formats, and compiling them all was a third of a small diagnosis."""
+        return [(form, leading_literal(form), _literal_len(form), e) for e in self.entries if e.pattern
                 for form in dict.fromkeys((e.pattern, pattern_head(e.pattern)))]
 
     @functools.cached_property
@@ -120,10 +120,10 @@ class MessageCatalog:
     def _by_pattern(self, raw: str, text: str) -> CatalogEntry | None:
         # The forms a text can match, the one with the most literal text first: where several
         # formats print the same text, it says most (a stable sort: ties keep the catalog's order).
-        forms = sorted(((form, e) for form, lead, e in self._patterns
-                        if raw.startswith(lead) or text.startswith(lead)), key=lambda fe: -_literal_len(fe[0]))
+        forms = sorted(((form, size, e) for form, lead, size, e in self._patterns
+                        if raw.startswith(lead) or text.startswith(lead)), key=lambda fse: -fse[1])
         compiled = self._compiled
-        for form, e in forms:
+        for form, _, e in forms:
             rx = compiled.get(form)
             if rx is None:
                 rx = compiled[form] = re.compile(form, re.DOTALL)
@@ -148,7 +148,7 @@ class MessageCatalog:
         if not text:
             return None
         found = self._by_key.get(text)
-        if found is None and _INT.match(text):
+        if found is None and (text[0] == "-" or text[0].isdigit()) and _INT.match(text):
             found = self._by_code.get(int(text, 0))
         if found is None:
             found = self._by_text.get(text.casefold())
@@ -241,7 +241,11 @@ def _alternates(pattern: str) -> bool:
 
 
 def _loose(text: str) -> str:
-    return re.sub(r"[^a-z0-9]", "", text.casefold())
+    """The text casefolded, with only ASCII letters and digits left."""
+    return "".join([c for c in text.casefold() if c in _ASCII_ALNUM])
+
+
+_ASCII_ALNUM = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 
 
 def _literal_len(pattern: str) -> int:
@@ -283,7 +287,7 @@ def names() -> tuple[str, ...]:
 
 # A catalog read from its file with its lookup tables made (`_prepared`), kept across runs: the
 # JSON and the patterns' literal heads were a tenth of a small diagnosis that names one entry.
-_CACHE = usercache.Cache("catalogs", format=1)
+_CACHE = usercache.Cache("catalogs", format=2)  # 2: each form with its literal length
 
 
 @functools.cache
