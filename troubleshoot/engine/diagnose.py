@@ -111,43 +111,32 @@ def trace_rule(rule: Rule, scan: ScanResult | None, facts: Mapping | None) -> Ru
     return _trace(rule, scan, xidevents.with_verdicts(facts))
 
 
-def _trace(rule: Rule, scan: ScanResult | None, facts: Mapping | None) -> RuleTrace:
-    """`trace_rule` on facts whose verdicts (Xid events') are already computed."""
+def _trace(rule: Rule, scan: ScanResult | None, facts: Mapping | None, only_fired: bool = False) -> RuleTrace | None:
+    """`trace_rule` on facts whose verdicts (Xid events') are already computed. `only_fired`:
+    None for a rule that does not fire, found at its first failing part (the diagnosis needs
+    the traces of the rules that fire alone; `rules why` needs every part of one)."""
     log_hits = scan.get(rule.id, LOG_ROLE) if scan else None
-    captures = dict(log_hits.captures) if log_hits else {}
     withs = []
     for i, p in enumerate(rule.with_log):
         h = scan.get(rule.id, with_role(i)) if scan else None
         withs.append((p.source, h.first_line if h else None))
     without_hits = scan.get(rule.id, WITHOUT_ROLE) if scan else None
-    withouts = [(p.source, without_hits.first_line if without_hits else None) for p in rule.without_log]
-
+    reason = _log_reason(rule, scan, log_hits, withs, without_hits)
+    if only_fired and reason:
+        return None
+    captures = dict(log_hits.captures) if log_hits else {}
     env = dict(facts or {})
     env["log"] = captures
     env["series"] = series_view(log_hits.series) if log_hits else {}
+    if only_fired and any(conditions.evaluate(c.tree, env) is not True for c in rule.facts):
+        return None
     conds = []
     for c in rule.facts:
         missing: list[str] = []
         value = conditions.evaluate(c.tree, env, missing)
-        reads = conditions.tree_reads(c.tree, env)
-        conds.append(ConditionResult(c.source, value, tuple(missing), reads))
-
-    reason = ""
-    if rule.log and scan is None:
-        reason = "no log was given"
-    elif rule.log and not log_hits:
-        reason = "no line matched match.log"
-    elif rule.catalog not in (None, "xid") and not _names_an_entry(rule, log_hits):
-        reason = f"the lines name no {rule.catalog} entry that means something"
-    elif any(line is None for _, line in withs):
-        reason = "a with_log pattern matched no line"
-    elif without_hits:
-        reason = f"a without_log pattern matched line {without_hits.first_line}"
-    elif any(c.value is conditions.UNKNOWN for c in conds):
-        missing = sorted({m for c in conds for m in c.missing})
-        reason = "a condition is unknown" + (f" (missing facts: {', '.join(missing)})" if missing else "")
-    elif any(c.value is not True for c in conds):
-        reason = "a condition is false"
+        conds.append(ConditionResult(c.source, value, tuple(missing), conditions.tree_reads(c.tree, env)))
+    reason = reason or _condition_reason(conds)
+    withouts = [(p.source, without_hits.first_line if without_hits else None) for p in rule.without_log]
     return RuleTrace(
         rule=rule,
         log_lines=tuple(log_hits.lines) if log_hits else (),
@@ -161,6 +150,31 @@ def _trace(rule: Rule, scan: ScanResult | None, facts: Mapping | None) -> RuleTr
         fired=not reason,
         reason=reason or "fired",
     )
+
+
+def _condition_reason(conds: list[ConditionResult]) -> str:
+    """Why the rule's conditions keep it from firing, or "" when they do not."""
+    if any(c.value is conditions.UNKNOWN for c in conds):
+        missing = sorted({m for c in conds for m in c.missing})
+        return "a condition is unknown" + (f" (missing facts: {', '.join(missing)})" if missing else "")
+    if any(c.value is not True for c in conds):
+        return "a condition is false"
+    return ""
+
+
+def _log_reason(rule: Rule, scan: ScanResult | None, log_hits, withs: list, without_hits) -> str:
+    """Why the rule's log parts keep it from firing, or "" when they do not."""
+    if rule.log and scan is None:
+        return "no log was given"
+    if rule.log and not log_hits:
+        return "no line matched match.log"
+    if rule.catalog not in (None, "xid") and not _names_an_entry(rule, log_hits):
+        return f"the lines name no {rule.catalog} entry that means something"
+    if any(line is None for _, line in withs):
+        return "a with_log pattern matched no line"
+    if without_hits:
+        return f"a without_log pattern matched line {without_hits.first_line}"
+    return ""
 
 
 def diagnose(rules: Iterable[Rule], scan: ScanResult | None, facts: Mapping | None = None) -> list[Diagnosis]:
@@ -198,18 +212,19 @@ class FactTraces:
 
     def __init__(self) -> None:
         self._index: _RuleIndex | None = None
-        self._by_facts: dict[int, tuple[Mapping | None, list[RuleTrace]]] = {}
+        self._by_facts: dict[int, tuple[Mapping | None, list[tuple[int, RuleTrace]]]] = {}
 
     def index(self, rules: list[Rule]) -> _RuleIndex:
         if self._index is None or not _same(self._index.rules, rules):
             self._index, self._by_facts = _RuleIndex(rules), {}
         return self._index
 
-    def traces(self, index: _RuleIndex, facts: Mapping | None, judged: Mapping | None) -> list[RuleTrace]:
-        """The traces of the rules that read no log on `judged`, the verdicts of `facts`."""
+    def traces(self, index: _RuleIndex, facts: Mapping | None, judged: Mapping | None) -> list[tuple[int, RuleTrace]]:
+        """(rule index, trace) of the rules that read no log and fire on `judged`, the verdicts
+        of `facts`."""
         kept = self._by_facts.get(id(facts))
         if kept is None or kept[0] is not facts:
-            kept = self._by_facts[id(facts)] = (facts, [_trace(r, None, judged) for _, r in index.pure])
+            kept = self._by_facts[id(facts)] = (facts, _fired(index.pure, None, judged))
         return kept[1]
 
 
@@ -219,20 +234,21 @@ def _same(a: list, b: list) -> bool:
 
 def _traces(rules: Iterable[Rule], scan: ScanResult | None, facts: Mapping | None, judged: Mapping | None,
             memo: FactTraces | None) -> list[RuleTrace]:
-    """The traces of the rules that can fire, in rule order. A rule with `match.log` patterns
-    none of whose lines matched cannot (its trace would say "no line matched"): it is not traced
+    """The traces of the rules that fire, in rule order. A rule with `match.log` patterns none
+    of whose lines matched cannot (its trace would say "no line matched"): it is not looked at
     at all, which on a rank log that matched two patterns skips all but a handful of the rules."""
     rules = rules if isinstance(rules, list) else list(rules)
     index = memo.index(rules) if memo is not None else _RuleIndex(rules)
-    out = [(i, _trace(r, scan, judged)) for i, r in index.context]
+    out = _fired(index.context, scan, judged)
     for group, role in (scan.hits if scan is not None else ()):
         if role == LOG_ROLE:
-            out += [(i, _trace(r, scan, judged)) for i, r in index.by_id.get(group, ())]
-    if memo is not None:
-        out += [(index.pure[k][0], t) for k, t in enumerate(memo.traces(index, facts, judged))]
-    else:
-        out += [(i, _trace(r, scan, judged)) for i, r in index.pure]
+            out += _fired(index.by_id.get(group, ()), scan, judged)
+    out += memo.traces(index, facts, judged) if memo is not None else _fired(index.pure, scan, judged)
     return [t for _, t in sorted(out, key=lambda it: it[0])]  # in rule order, as if each was traced
+
+
+def _fired(indexed: Iterable[tuple[int, Rule]], scan: ScanResult | None, judged: Mapping | None) -> list[tuple[int, RuleTrace]]:
+    return [(i, t) for i, r in indexed if (t := _trace(r, scan, judged, only_fired=True)) is not None]
 
 
 def fired(rules: Iterable[Rule], scan: ScanResult | None, facts: Mapping | None = None,
@@ -241,7 +257,7 @@ def fired(rules: Iterable[Rule], scan: ScanResult | None, facts: Mapping | None 
     several sources' results are merged from before ranking them together. `memo` keeps the
     traces of the rules that read no log between calls with the same facts mapping."""
     judged = xidevents.with_verdicts(facts)
-    hits = [t for t in _traces(rules, scan, facts, judged, memo) if t.fired]
+    hits = _traces(rules, scan, facts, judged, memo)
     facts = judged
     by_id = {t.rule.id: t.rule for t in hits}
     refined: set[str] = set()
