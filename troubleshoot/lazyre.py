@@ -1,8 +1,8 @@
 """`lazy(pattern, flags)`: a module's regular expression compiled where it is first used.
 
 Python compiles each `re.compile` at import, 50-400 µs a pattern; the modules a small diagnosis
-imports held sixty of them, most for inputs it never sees (merged rank logs, globs, commands to
-quote), a twentieth of its start. A `LazyPattern` is used as the compiled pattern is
+imports held forty of them, a third for inputs it never sees (merged rank logs, globs, commands
+to quote). A `LazyPattern` is used as the compiled pattern is
 (`.search`, `.sub`, `.pattern`, `.groupindex`...): the first use compiles it, and each attribute
 is then kept on the object itself, so later uses cost what they cost on the compiled pattern.
 It is not an `re.Pattern`: a module function that needs one (`re.sub(rx, ...)`) gets

@@ -64,7 +64,7 @@ def _record(cls: T, frozen: bool) -> T:
         fields = list(dataclasses.fields(cls))
     own = cls.__dict__
     _check(cls, fields)
-    cls.__dataclass_params__ = _params(_TEMPLATE.__dataclass_params__, frozen)  # what subclasses and tools read
+    cls.__dataclass_params__ = _params(_Template.__dataclass_params__, frozen)  # what subclasses and tools read
     methods: dict[str, Callable] = {
         "__init__": _init(cls, fields),
         "__repr__": _repr([f.name for f in fields if f.repr]),
@@ -91,12 +91,12 @@ def _record(cls: T, frozen: bool) -> T:
 # dataclasses' own marks of what a class attribute of a dataclass is, private to it but the same
 # from Python 3.10 to 3.13. Where one is missing, a record is made by dataclasses.dataclass (the
 # same class, 90 µs slower: 4 ms of a small diagnosis's start, which defines 49 records).
-_DECLARE = all(hasattr(dataclasses, name) for name in ("_FIELD", "_FIELD_CLASSVAR", "_is_classvar", "_is_type")) \
-    and "_field_type" in getattr(dataclasses.Field, "__slots__", ())
+_DECLARE = (all(hasattr(dataclasses, name) for name in ("_FIELD", "_FIELD_CLASSVAR", "_is_classvar", "_is_type"))
+            and "_field_type" in getattr(dataclasses.Field, "__slots__", ()))
 
 
 @dataclasses.dataclass(init=False, repr=False, eq=False)
-class _TEMPLATE:
+class _Template:
     """The dataclass parameters every record's are copied from (`_params`)."""
 
 

@@ -23,19 +23,8 @@ import re
 
 from troubleshoot.engine.condfuncs import FUNCTIONS
 from troubleshoot.engine.condregex import regex_problem
-from troubleshoot.engine.condtree import (
-    MAX_STRING,
-    BinOp,
-    Call,
-    ListLit,
-    Lit,
-    Neg,
-    Node,
-    Not,
-    NumLit,
-    Path,
-    Quant,
-)
+from troubleshoot.engine.condtree import (MAX_STRING, BinOp, Call, ListLit, Lit, Neg, Node, Not, NumLit, Path,
+                                          Quant)
 from troubleshoot.lazyre import lazy
 from troubleshoot.records import record
 from troubleshoot.values import parse_version
