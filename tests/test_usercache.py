@@ -53,6 +53,26 @@ def test_a_damaged_or_foreign_entry_is_a_miss(damage):
     assert CACHE.get("key", ("s",)) is None
 
 
+def test_an_entry_of_parts_reads_back_each_part_and_is_checked_as_one():
+    """put_parts/get_parts (the scan database's ids and bytes): each part comes back as it went
+    in; an entry of parts is not a payload, nor the reverse; a damaged one is a miss, and a
+    head that claims more bytes than the file holds asks for no buffer of that size."""
+    import marshal
+
+    CACHE.put_parts("db", ("s",), (b"ids", b"database" * 1000))
+    assert CACHE.get_parts("db", ("s",)) == [b"ids", b"database" * 1000]
+    assert CACHE.get("db", ("s",)) is None and CACHE.get_parts("db", ("t",)) is None
+    CACHE.put("one", ("s",), b"payload")
+    assert CACHE.get_parts("one", ("s",)) is None
+    path = CACHE.path("db")
+    blob = path.read_bytes()
+    path.write_bytes(blob[:-1] + b"X")
+    assert CACHE.get_parts("db", ("s",)) is None
+    head = marshal.dumps((CACHE.head(("s",)), (3, 1 << 40), 0))
+    path.write_bytes(usercache._MAGIC + usercache._HEAD_SIZE.pack(len(head)) + head + b"ids")
+    assert CACHE.get_parts("db", ("s",)) is None
+
+
 def test_an_entry_others_can_write_or_in_a_folder_others_can_write_is_a_miss():
     CACHE.put("key", (), b"payload")
     path = CACHE.path("key")

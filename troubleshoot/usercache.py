@@ -179,13 +179,14 @@ def pack_entry(head: tuple, payload: bytes | Sequence[bytes]) -> bytes:
 def unpack_entry(blob: bytes) -> tuple[tuple, bytes | list[bytes]] | None:
     """(head, payload) of an entry file's bytes (its parts, for an entry of several); None for
     one that is foreign, truncated or damaged."""
-    return _entry(io.BytesIO(blob))
+    return _entry(io.BytesIO(blob), len(blob))
 
 
-def _entry(f) -> tuple[tuple, bytes | list[bytes]] | None:
-    """An entry read from an open file: each part is read into a bytes object of its own, so a
-    scan database of a megabyte is never copied out of the file's bytes (on a VM each fresh
-    page costs microseconds to fault in)."""
+def _entry(f, total: int) -> tuple[tuple, bytes | list[bytes]] | None:
+    """An entry read from an open file of `total` bytes: each part is read into a bytes object
+    of its own, so a scan database of a megabyte is never copied out of the file's bytes (on a
+    VM each fresh page costs microseconds to fault in). The parts' lengths must add up to what
+    the file holds after the head before any is read: a damaged head asks for no huge buffer."""
     try:
         if f.read(len(_MAGIC)) != _MAGIC:
             return None
@@ -194,8 +195,11 @@ def _entry(f) -> tuple[tuple, bytes | list[bytes]] | None:
         one = type(lengths) is int
         if type(head) is not tuple or not (one or (type(lengths) is tuple and all(type(n) is int for n in lengths))):
             return None
-        parts = [f.read(n) for n in ((lengths,) if one else lengths)]
-        if f.read(1) or any(len(part) != n for part, n in zip(parts, (lengths,) if one else lengths)):
+        sizes = (lengths,) if one else lengths
+        if any(n < 0 for n in sizes) or sum(sizes) != total - f.tell():
+            return None
+        parts = [f.read(n) for n in sizes]
+        if any(len(part) != n for part, n in zip(parts, sizes)):
             return None
     except (ValueError, EOFError, TypeError, struct.error, OSError):
         return None
@@ -240,7 +244,7 @@ class Cache:
     def _get(self, key: object, stamp: object) -> bytes | list[bytes] | None:
         path = self.path(key)
         with _opened(path) as f:
-            found = _entry(f) if f is not None else None
+            found = _entry(f, os.fstat(f.fileno()).st_size) if f is not None else None
         if found is None or found[0] != self.head(stamp):
             return None
         if self.keep:
