@@ -20,7 +20,7 @@ from dataclasses import field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Callable, Mapping, Sequence
 
-from troubleshoot import logfiles, manylogs, paste
+from troubleshoot import logfiles, paste
 from troubleshoot.engine.diagnose import FactTraces, diagnose, fired, leading_patterns, scan_patterns, trace_rule
 from troubleshoot.engine.ruleset import SHIPPED, RuleSet, load_ruleset
 from troubleshoot.records import record
@@ -136,11 +136,13 @@ def read_sources(logs: Sequence[LogSource], ruleset: RuleSet, cancel=None, progr
         def read(i: int) -> list[_Unit]:
             return _read(logs[i], i, scanner, spools, cancel, progress, opener)
 
-        shares = manylogs.shares(sizes) if _forks(logs, size, cancel, progress) else None
+        shares = _shares(logs, sizes, size, cancel, progress)
         if shares is None:
             for i in range(len(logs)):
                 units += read(i)
         else:
+            from troubleshoot import manylogs
+
             spools.folder()  # made before the fork: a child's rank spools land in it and go with it
             units = manylogs.read_forked(shares, read)
     except BaseException:
@@ -150,10 +152,14 @@ def read_sources(logs: Sequence[LogSource], ruleset: RuleSet, cancel=None, progr
     return Scanned([u for u in units if u.skipped is None], spools, skipped)
 
 
-def _forks(logs: Sequence[LogSource], size: int | None, cancel, progress) -> bool:
-    """Whether the logs are read by forked processes, a share each: many files of a known size,
-    enough bytes, nothing that follows the reading from another thread."""
-    return cancel is None and progress is None and size is not None and manylogs.worth_forking(len(logs), size)
+def _shares(logs: Sequence[LogSource], sizes: list[int] | None, size: int | None, cancel, progress) -> list[range] | None:
+    """The logs cut into one share per forked reader, or None where they are read here: many
+    files of a known size, enough bytes, nothing that follows the reading from another thread."""
+    if len(logs) < 2 or cancel is not None or progress is not None or size is None:
+        return None  # one log: its scan forks by ranges itself, where it is large
+    from troubleshoot import manylogs
+
+    return manylogs.shares(sizes) if manylogs.worth_forking(len(logs), size) else None
 
 
 def diagnose_sources(sources: Sources, ruleset: RuleSet,

@@ -12,10 +12,9 @@ import io
 import os
 from typing import BinaryIO, Callable, Sequence
 
-from troubleshoot.scan import engines, forked, reader, threaded, verify
+from troubleshoot.scan import engines, reader, threaded, verify
 from troubleshoot.scan.candidates import Candidates
 from troubleshoot.scan.hyperscan import HyperscanCandidates, SubsetCandidates
-from troubleshoot.scan.literal import LiteralCandidates
 from troubleshoot.scan.re2 import Re2Candidates
 from troubleshoot.scan.result import ScanPattern, ScanResult
 
@@ -34,7 +33,7 @@ def make_candidates(patterns: Sequence[ScanPattern], backend: str | None = None,
     hsdb.database."""
     re2_here = engines.re2_available()
     if backend == "re" or (not re2_here and backend != "hyperscan" and not engines.hyperscan_available()):
-        return LiteralCandidates(patterns)
+        return _literal(patterns)
     if backend in (None, "hyperscan") and engines.hyperscan_available() and patterns:
         from troubleshoot.scan import hsdb
 
@@ -50,12 +49,18 @@ def make_candidates(patterns: Sequence[ScanPattern], backend: str | None = None,
                 rest = SubsetCandidates(patterns, sorted(found.rejected))
             return HyperscanCandidates(patterns, found, rest, single, sources)
     if not re2_here:
-        return LiteralCandidates(patterns)
+        return _literal(patterns)
     try:
         return Re2Candidates(patterns)
     except Exception:
         # A pattern RE2 rejects (lint reports it) must not stop the scan.
-        return LiteralCandidates(patterns)
+        return _literal(patterns)
+
+
+def _literal(patterns: Sequence[ScanPattern]) -> Candidates:
+    from troubleshoot.scan.literal import LiteralCandidates  # no hyperscan, no RE2: a fallback
+
+    return LiteralCandidates(patterns)
 
 
 class Scanner:
@@ -103,8 +108,11 @@ class Scanner:
         if threads is None:
             threads = threaded.scan_threads(size)
         found = None
-        if threads and span is not None and (size or 0) >= forked.FORK_MIN_BYTES and forked.forkable():
-            found = forked.scan(span, self.patterns, finder, threads + 1, chunk_size, cancel, progress)
+        if threads and span is not None:  # helpers at all: a large input
+            from troubleshoot.scan import forked
+
+            if (size or 0) >= forked.FORK_MIN_BYTES and forked.forkable():
+                found = forked.scan(span, self.patterns, finder, threads + 1, chunk_size, cancel, progress)
         if found is None:
             found = threaded.scan(stream, self.patterns, finder, threads, chunk_size, cancel, progress)
         if finder.deferred:
