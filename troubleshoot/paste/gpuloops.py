@@ -25,7 +25,8 @@ from troubleshoot.paste.dumps import Found
 from troubleshoot.paste.readings import ClockSample, Readings, found_of
 
 # NVML's clock event reasons that slow a busy GPU down (nvmlClocksEventReason*; the watcher of
-# `troubleshoot run` reads the same bits): the power cap, sync boost and idle ones are not faults.
+# `troubleshoot run` reads NVML's mask with this table too): the power cap, sync boost and idle
+# ones are not faults.
 SLOWDOWN_REASONS = {0x8: "hw_slowdown", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown",
                     0x80: "hw_power_brake_slowdown"}
 # A GPU is busy at or above BUSY % and idle at or below IDLE %: a swing is a move from one to the

@@ -203,6 +203,9 @@ class Watcher:
         return s
 
     def _gpu(self, pids: set[int]):
+        # the bits a pasted loop's reasons are read by (paste.gpuloops), loaded with NVML's first sample
+        from troubleshoot.paste.gpuloops import SLOWDOWN_REASONS
+
         nv = self._nvml
         utils, mem, reasons, clocks, temps = [], 0.0, set(), [], []
         for h in self._handles:
@@ -225,10 +228,7 @@ class Watcher:
                 pass
             try:
                 mask = nv.nvmlDeviceGetCurrentClocksEventReasons(h)
-                for bit, name in ((0x8, "hw_slowdown"), (0x20, "sw_thermal_slowdown"), (0x40, "hw_thermal_slowdown"),
-                                  (0x80, "hw_power_brake_slowdown")):
-                    if mask & bit:
-                        reasons.add(name)
+                reasons.update(name for bit, name in SLOWDOWN_REASONS.items() if mask & bit)
             except Exception:
                 pass
         util = sum(utils) / len(utils) if utils else None
