@@ -7,9 +7,10 @@ Anything else is treated as missing, and a write that fails only costs the next 
 
 An entry is one file per key in its cache's folder. It starts with a header: the program's
 version, the cache's format version and the stamp of what the entry was made from (the files it
-was read from, with their size, times, inode and device), then the payload's length and CRC. An
-entry whose header differs from the one expected, or that is truncated, damaged or not an entry
-at all, reads as a miss.
+was read from, with their size, times, inode and device), then the lengths of its payload's
+parts and their CRC; each part is read into a bytes object of its own. An entry whose header
+differs from the one expected, or that is truncated, damaged or not an entry at all, reads as a
+miss.
 """
 
 from __future__ import annotations
@@ -71,19 +72,11 @@ def _owned_private(p: Path) -> bool:
     return untrusted(p) is None
 
 
-def read(path: Path) -> bytes | None:
-    """The file's bytes when it is trusted, else None. The file is opened without following a
-    link and checked as opened, so it cannot be swapped between the check and the read."""
-    with _opened(path) as f:
-        try:
-            return f.read() if f is not None else None
-        except OSError:
-            return None
-
-
 @contextmanager
 def _opened(path: Path):
-    """The file opened for reading when it is trusted (see `read`), else None."""
+    """The file opened for reading and its size when it is trusted, else None. The file is
+    opened without following a link and checked as opened, so it cannot be swapped between the
+    check and the read."""
     if not _owned_private(path.parent):
         yield None
         return
@@ -93,7 +86,8 @@ def _opened(path: Path):
         yield None
         return
     with os.fdopen(fd, "rb") as f:
-        yield f if untrusted_because(os.fstat(f.fileno())) is None else None
+        st = os.fstat(f.fileno())
+        yield (f, st.st_size) if untrusted_because(st) is None else None
 
 
 def write(path: Path, data: bytes) -> None:
@@ -243,8 +237,8 @@ class Cache:
 
     def _get(self, key: object, stamp: object) -> bytes | list[bytes] | None:
         path = self.path(key)
-        with _opened(path) as f:
-            found = _entry(f, os.fstat(f.fileno()).st_size) if f is not None else None
+        with _opened(path) as opened:
+            found = _entry(*opened) if opened is not None else None
         if found is None or found[0] != self.head(stamp):
             return None
         if self.keep:
