@@ -1,66 +1,111 @@
 """Plugin discovery: built-in plugins, the `troubleshoot` entry-point group, and `-p module`.
-A command loads them once, through its `context.CommandContext`, which tells their problems."""
+A command loads them once, through its `context.CommandContext`, which tells their problems.
+
+The plugin manager (pluggy) is built when a hook one of the plugins implements is first asked
+for. With only the shipped plugins installed, which implement no rule folders, `diagnose
+--no-probe` asks for nothing they answer, and never imports pluggy nor registers a plugin:
+4 ms of a small diagnosis's start. Any other plugin (an entry point, `-p`) has the manager
+built at once, so that its load problems are met before the command reads anything.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import importlib
 import sys
-from dataclasses import field
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
-import pluggy
-
-from troubleshoot import hookspecs, usercache
+from troubleshoot import usercache
 from troubleshoot.errors import TroubleshootError
-from troubleshoot.records import record
+
+if TYPE_CHECKING:
+    import pluggy
 
 ENTRY_POINT_GROUP = "troubleshoot"
 BUILTIN = ("troubleshoot.probes.builtin",)
+# The hooks each shipped plugin implements, by module (a test holds this to what pluggy finds
+# in them): what lets a hook no plugin implements be answered without the manager.
+SHIPPED_HOOKS = {
+    "troubleshoot.probes.builtin": frozenset({"troubleshoot_probes"}),
+    "troubleshoot_fixers.plugin": frozenset({"troubleshoot_fixers"}),
+}
 _ENTRY_POINTS = usercache.Cache("plugins", format=2)
 
 
-@record
 class Plugins:
-    pm: pluggy.PluginManager
-    problems: list[str] = field(default_factory=list)
-    # Told of each hook failure as it happens (the command context's warning): hooks run long
-    # after the plugins were loaded and their load problems told.
-    report: Callable[[str], None] | None = None
+    """The loaded plugins. `pm`: their pluggy manager, built on first use; `problems`: what
+    went wrong loading or calling them; `report`: told of each hook failure as it happens (the
+    command context's warning), since hooks run long after the plugins were loaded."""
+
+    def __init__(self, pm: pluggy.PluginManager | None = None, modules: Sequence[str] = (),
+                 entry_points: Sequence[tuple[str, str]] = ()):
+        self._pm = pm
+        self._modules = tuple(modules)  # -p plugins and entry points registered when it is built
+        self._entry_points = tuple(entry_points)
+        self.problems: list[str] = []
+        self.report: Callable[[str], None] | None = None
+
+    @property
+    def pm(self) -> pluggy.PluginManager:
+        if self._pm is None:
+            self._pm = _manager(self, self._modules, self._entry_points)
+        return self._pm
+
+    def _unbuilt_lacks(self, hook: str) -> bool:
+        """Whether the manager is not built yet and none of its plugins would implement `hook`
+        (only shipped plugins are waiting, and none of them does)."""
+        if self._pm is not None or self._modules:
+            return False
+        waiting = [*BUILTIN, *(value for _, value in self._entry_points)]
+        return all(hook not in SHIPPED_HOOKS.get(m, (hook,)) for m in waiting)
 
     def collect(self, hook: str) -> list:
         """Flatten one hook's lists over all plugins; a plugin that raises is reported, not fatal."""
+        if self._unbuilt_lacks(hook):
+            return []
         out: list = []
         caller = getattr(self.pm.hook, hook)
         for impl in reversed(caller.get_hookimpls()):
             try:
                 result = impl.function()
             except Exception as exc:  # a broken plugin must not stop a diagnosis
-                problem = f"plugin {impl.plugin_name}: {hook} failed: {type(exc).__name__}: {exc}"
-                if problem not in self.problems:
-                    self.problems.append(problem)
-                    if self.report is not None:
-                        self.report(problem)
+                self._problem(f"plugin {impl.plugin_name}: {hook} failed: {type(exc).__name__}: {exc}")
                 continue
             if result:
                 out.extend(result)
         return out
 
+    def _problem(self, problem: str) -> None:
+        if problem not in self.problems:
+            self.problems.append(problem)
+            if self.report is not None:
+                self.report(problem)
+
 
 def load_plugins(modules: Sequence[str] = (), entry_points: bool = True) -> Plugins:
+    found = _entry_points() if entry_points else []
+    plugins = Plugins(modules=modules, entry_points=found)
+    if modules or any(value not in SHIPPED_HOOKS for _, value in found):
+        plugins.pm  # built now: a -p plugin that cannot load stops the command here
+    return plugins
+
+
+def _manager(plugins: Plugins, modules: Sequence[str], entry_points: Sequence[tuple[str, str]]) -> pluggy.PluginManager:
+    import pluggy
+
+    from troubleshoot import hookspecs
+
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
-    plugins = Plugins(pm)
     for name in BUILTIN:
         pm.register(importlib.import_module(name), name=name)
-    if entry_points:
-        _load_entry_points(plugins)
+    _load_entry_points(pm, plugins, entry_points)
     for name in modules:
         module = _import_local(name)
         if pm.is_registered(module) or pm.has_plugin(name):
             continue
         pm.register(module, name=name)
-    return plugins
+    return pm
 
 
 def _import_local(name: str):
@@ -131,19 +176,19 @@ def _exec_file(name: str, path):
     return module
 
 
-def _load_entry_points(plugins: Plugins) -> None:
-    for name, value in _entry_points():
-        if plugins.pm.has_plugin(name):
+def _load_entry_points(pm: pluggy.PluginManager, plugins: Plugins, found: Sequence[tuple[str, str]]) -> None:
+    for name, value in found:
+        if pm.has_plugin(name):
             continue
         try:
             plugin = _load(value)
         except Exception as exc:
-            plugins.problems.append(f"plugin {name} ({value}) failed to load: {type(exc).__name__}: {exc}")
+            plugins._problem(f"plugin {name} ({value}) failed to load: {type(exc).__name__}: {exc}")
             continue
         try:
-            plugins.pm.register(plugin, name=name)
+            pm.register(plugin, name=name)
         except ValueError as exc:
-            plugins.problems.append(f"plugin {name}: {exc}")
+            plugins._problem(f"plugin {name}: {exc}")
 
 
 def _entry_points() -> list[tuple[str, str]]:
