@@ -230,3 +230,14 @@ def test_where_judges_each_line_by_the_captures_it_reads(rules_dir):
     log = "".join(f"step {i} gpu{i % 3} {'slow' if i % 2 else 'fast'}\n" for i in range(60))
     (d,) = run(rs, log)
     assert d.count == sum(1 for i in range(60) if i % 2 and i % 3)
+
+
+def test_a_patterns_group_names_are_what_the_group_regex_finds():
+    import re
+
+    from troubleshoot.model import LogPattern
+
+    regex = re.compile(r"\(\?P<([A-Za-z_][A-Za-z0-9_]*)>")
+    for source in [r"GPU (?P<gpu>\d+) (?P<_mb9>\d+) MiB (?P<gpu>x)", r"(?P<1st>x)(?P<é>y)(?P<a b>z)(?P<open",
+                   r"\(?P<escaped>x\)", "no groups at all", "(?P<>x)(?P<ok>y)"]:
+        assert LogPattern(source, 1).groups == tuple(dict.fromkeys(regex.findall(source))), source

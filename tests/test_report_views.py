@@ -17,7 +17,9 @@ from troubleshoot import pipeline
 from troubleshoot.engine.ruleset import load_ruleset
 from troubleshoot.model import Fix
 from troubleshoot.report import jsonfmt, markdown, text
-from troubleshoot.report.views import diagnosis_view, history_view, rule_view
+from troubleshoot.report.historyview import history_view
+from troubleshoot.report.ruleview import rule_view
+from troubleshoot.report.views import diagnosis_view
 from troubleshoot.tui.diagnoses import detail_head, evidence_text, fixes_text
 from troubleshoot.tui.views import history_row, rule_detail
 

@@ -250,7 +250,7 @@ def _report(contents: Contents, red: Redactor | None) -> Member:
 
 
 def _history(contents: Contents, red: Redactor | None) -> Member:
-    from troubleshoot.report.views import history_view
+    from troubleshoot.report.historyview import history_view
 
     records = []
     for eid, entry in contents.history:

@@ -258,7 +258,7 @@ def _print_undo(eid: str, res) -> None:
 
 def cmd_history(args, ctx: CommandContext) -> int:
     from troubleshoot.fixes import journal
-    from troubleshoot.report.views import history_view
+    from troubleshoot.report.historyview import history_view
 
     views = [history_view(eid, e) for eid, e in journal.entries()]
     if args.format == "json":

@@ -135,7 +135,7 @@ def _rules_patterns(ruleset, syntax: str) -> int:
 def _rules_list(ruleset, fmt: str) -> int:
     import json
 
-    from troubleshoot.report.views import rule_view
+    from troubleshoot.report.ruleview import rule_view
 
     rules = sorted(ruleset.rules, key=lambda r: (r.symptom, r.id))
     views = [rule_view(r, ruleset.overridden.get(r.id, [])) for r in rules]
@@ -172,14 +172,14 @@ def _rules_symptoms(ruleset, fmt: str) -> int:
 
 
 def _rules_show(ctx: CommandContext, rule_id: str) -> int:
-    from troubleshoot.report.views import rule_view
+    from troubleshoot.report.ruleview import rule_view
 
     print("\n".join(show_lines(rule_view(ctx.rule(rule_id)))))
     return 0
 
 
 def show_lines(v) -> list[str]:
-    """`rules show`: the rule as its file defines it, placeholders and all (report.views.RuleView)."""
+    """`rules show`: the rule as its file defines it, placeholders and all (report.ruleview.RuleView)."""
     out = [f"{v.id}  ({v.origin}, pack {v.pack})", f"  symptom:    {v.symptom}", f"  title:      {v.title}",
            f"  severity:   {v.severity}", f"  confidence: {v.confidence}"]
     if v.downstream_of:

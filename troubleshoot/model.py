@@ -82,7 +82,18 @@ def _re2_spaces(source: str) -> str:
     return "".join(out)
 
 
-_GROUP_NAME = lazy(r"\(\?P<([A-Za-z_][A-Za-z0-9_]*)>")
+def _group_names(source: str) -> list[str]:
+    """The names of a pattern's `(?P<name>` groups, in order, as a regex of an escaped `(?P<`, an
+    ASCII identifier and `>` would find them: without a regex compiled in every diagnosis."""
+    names = []
+    at = source.find("(?P<")
+    while at >= 0:
+        end = source.find(">", at + 4)
+        name = source[at + 4 : end] if end > 0 else ""
+        if name.isascii() and name.isidentifier():
+            names.append(name)
+        at = source.find("(?P<", at + 4)
+    return names
 
 
 @record(frozen=True)
@@ -97,7 +108,7 @@ class LogPattern:
 
     @property
     def groups(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(_GROUP_NAME.findall(self.source)))
+        return tuple(dict.fromkeys(_group_names(self.source)))
 
 
 def as_written(patterns: Sequence[LogPattern]) -> list[str]:

@@ -18,7 +18,7 @@ from troubleshoot.lazyre import lazy
 
 # A value never brings a line break into code: it would end a fenced block or a code span's
 # paragraph, and put the rest of the value outside any quotes.
-_BREAKS = lazy(r"[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")
+_BREAKS = dict.fromkeys(map(ord, "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"), " ")  # str.translate: no regex to compile
 _FENCE = lazy(r"^ {0,3}(`{3,}|~{3,})")
 _CLOSING = lazy(r"^ {0,3}(`{3,}|~{3,})[ \t]*$")
 _BACKTICKS = lazy(r"`+")
@@ -101,7 +101,7 @@ def _prose(text: str, placeholder: re.Pattern, lookup: Lookup, shown: Shown) -> 
             out.append(_plain(para[at : opening.start()], placeholder, lookup, shown))
             inner = para[opening.end() : runs[close].start()]
             if placeholder.fullmatch(inner.strip()):  # a value shown on its own, not a command
-                inner = _BREAKS.sub(" ", _plain(inner, placeholder, lookup))
+                inner = _plain(inner, placeholder, lookup).translate(_BREAKS)
             else:
                 inner = _code(inner, placeholder, lookup)
             out.append(_span(inner, len(opening.group())))
@@ -139,7 +139,7 @@ def _code(text: str, placeholder: re.Pattern, lookup: Lookup) -> str:
             continue
         shell.feed(text[at : m.start()])
         out.append(text[at : m.start()])
-        out.append(quote(_BREAKS.sub(" ", value), shell.context))
+        out.append(quote(value.translate(_BREAKS), shell.context))
         at = m.end()
     out.append(text[at:])
     return "".join(out)

@@ -38,7 +38,7 @@ def line_filter(rule: Rule):
     for t in trees:
         for path in conditions.paths(t):
             head, _, rest = path.partition(".")
-            name = re.split(r"[.\[]", rest, maxsplit=1)[0]
+            name = rest.partition(".")[0].partition("[")[0]  # up to the first "." or "["
             if head != "log" or not name:
                 return keep  # reads something else as well: no memo
             if name not in names:

@@ -1,5 +1,5 @@
-"""What every front end shows of a diagnosis, a rule and an applied fix: one view model each,
-built by one function from the model objects. The views are typed named tuples: as immutable
+"""What every front end shows of a diagnosis: its view model, built by one function from the
+model objects (a rule's view is in report.ruleview, an applied fix's in report.historyview). The views are typed named tuples: as immutable
 as frozen dataclasses, and a tenth of their cost to define (this module is imported by every
 command that prints a diagnosis). Their annotations are evaluated where they are written (no
 `from __future__ import annotations`; the model's classes are named in quotes): NamedTuple
@@ -20,7 +20,7 @@ import json
 import os
 import re
 import shlex
-from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Sequence
 
 from troubleshoot.lazyre import lazy
 from troubleshoot.textsafe import terminal_safe
@@ -302,123 +302,7 @@ def diagnosis_record(d: "Diagnosis") -> dict:
     }
 
 
-# ------------------------------------------------------------------ rules
-
-class RuleFixView(NamedTuple):
-    fixer: str
-    title: str  # "" when the rule gives none
-    params: tuple[tuple[str, str], ...]  # (name, value as written: text, else JSON), terminal-safe
-
-
-class RuleView(NamedTuple):
-    id: str
-    title: str
-    symptom: str
-    severity: str
-    confidence: float
-    origin: str  # path:line
-    path: str
-    line: int
-    pack: str
-    downstream_of: tuple[str, ...]
-    refines: tuple[str, ...]
-    patterns: tuple[tuple[str, str], ...]  # (log | with_log | without_log, pattern)
-    facts: tuple[str, ...]  # the conditions on facts, as written
-    explain: str  # the rule's Markdown with its placeholders, as written
-    fixes: tuple[RuleFixView, ...]
-    references: tuple[str, ...]
-    examples: tuple[tuple[str, tuple[str, ...]], ...]  # ("must match" | "must not match", its lines)
-    overrides: tuple[str, ...]  # the definitions of the same id this one replaced
-    record: Mapping[str, Any]  # the row of `rules list --format json`
-
-
-def rule_view(rule: "Rule", overrides: Sequence[object] = ()) -> RuleView:
-    """The view of a rule as its file defines it: its placeholders are what the rule says, so
-    they are shown as written. `overrides`: the origins of the definitions it replaced."""
-    o = rule.origin
-    from troubleshoot.model import as_written
-
-    patterns = tuple((label, safe_line(src)) for label, pats in
-                     (("log", rule.log), ("with_log", rule.with_log), ("without_log", rule.without_log))
-                     for src in as_written(pats))
-    fixes = tuple(RuleFixView(safe_line(f.fixer), safe_line(f.title or ""),
-                              tuple((safe_line(k), safe_block(value_text(v))) for k, v in f.params.items()))
-                  for f in rule.fixes)
-    kinds = (("must match", rule.examples.match), ("must not match", rule.examples.no_match))
-    examples = tuple((kind, tuple(safe_line(ln) for ln in t.rstrip().splitlines()))
-                     for kind, texts in kinds for t in texts)
-    overridden = tuple(str(x) for x in overrides)
-    record = {"id": rule.id, "symptom": rule.symptom, "severity": rule.severity, "title": rule.title,
-              "pack": o.pack, "path": o.path, "line": o.line, "overrides": list(overridden)}
-    return RuleView(
-        # a message catalog rule's diagnoses take each entry's symptom: its own serves the loader
-        id=safe_line(rule.id), title=safe_line(rule.title),
-        symptom="(by entry)" if rule.catalog not in (None, "xid") else safe_line(rule.symptom),
-        severity=safe_line(rule.severity), confidence=rule.confidence, origin=safe_line(str(o)),
-        path=safe_line(o.path), line=o.line, pack=safe_line(o.pack),
-        downstream_of=tuple(safe_line(s) for s in rule.downstream_of),
-        refines=tuple(safe_line(s) for s in rule.refines),
-        patterns=patterns, facts=tuple(safe_line(c.source) for c in rule.facts), explain=safe_block(rule.explain),
-        fixes=fixes, references=tuple(safe_line(r) for r in rule.references), examples=examples,
-        overrides=tuple(safe_line(x) for x in overridden), record=record)
-
-
 def near(path: str) -> str:
     """A path under the current folder, relative to it (shorter, and the same on every checkout)."""
     rel = os.path.relpath(path)
     return path if rel.startswith("..") else rel
-
-
-# ------------------------------------------------------------------ applied fixes
-
-class StepView(NamedTuple):
-    index: int
-    kind: str
-    title: str
-    status: str
-    target: str  # the file it changed, or ""
-
-
-class HistoryView(NamedTuple):
-    """An applied fix as the journal records it; a journal that cannot be trusted is listed
-    with status "corrupt" and why, and can be neither trusted nor undone."""
-
-    id: str
-    status: str
-    fixer: str
-    title: str  # the fix's title, else its fixer; for a corrupt journal, why it is not trusted
-    root: str  # the folder it changed files under; "" for this machine
-    where: str  # the same, worded for a column: "/ (this machine)" when there is no root
-    started: str
-    steps: tuple[StepView, ...]
-    undoable: bool  # undo can be asked (not done already, the journal trusted)
-    record: Mapping[str, Any]  # the row of `history --format json`
-
-
-class JournalEntry(Protocol):
-    """What a view reads of fixes.journal.Entry (the fix service sits beside the reports, so
-    neither imports the other)."""
-
-    data: Mapping[str, Any]
-
-
-def history_view(eid: str, entry: JournalEntry | str) -> HistoryView:
-    """`entry`: the journal's entry, or why it could not be read (journal.entries())."""
-    if isinstance(entry, str):
-        return HistoryView(id=safe_line(eid), status="corrupt", fixer="", title=safe_line(entry), root="",
-                           where="", started="", steps=(), undoable=False,
-                           record={"id": eid, "status": "corrupt", "error": entry})
-    d = entry.data
-    steps = tuple(StepView(index=s["index"] if isinstance(s.get("index"), int) else n,
-                           kind=safe_line(s.get("kind") or ""), title=safe_line(s.get("title") or ""),
-                           status=safe_line(s.get("status") or ""), target=safe_line(s.get("target") or ""))
-                  for n, s in enumerate((s for s in d.get("steps") or () if isinstance(s, dict)), 1))
-    root = safe_line(d.get("root") or "")
-    record = {"id": eid, "fixer": d.get("fixer"), "title": d.get("title"), "status": d.get("status"),
-              "started": d.get("started"), "root": d.get("root"), "params": d.get("params"),
-              "verify": d.get("verify"), "rung": d.get("rung")}
-    return HistoryView(id=safe_line(eid), status=safe_line(d.get("status") or "?"),
-                       fixer=safe_line(d.get("fixer") or ""), title=safe_line(d.get("title") or d.get("fixer") or ""),
-                       root=root, where=root or THIS_MACHINE,
-                       started=safe_line(d.get("started") or ""), steps=steps,
-                       undoable=d.get("status") != "undone", record=record)

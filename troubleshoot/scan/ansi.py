@@ -9,8 +9,9 @@ numbers hold.
 
 from __future__ import annotations
 
-import re
 from typing import Sequence
+
+from troubleshoot.lazyre import lazy
 
 from troubleshoot.scan import packing
 from troubleshoot.scan.candidates import Candidates
@@ -22,8 +23,10 @@ from troubleshoot.scan.ordering import report_pos
 # cursor, `ESC ( B` picks a character set). An ESC that starts none goes too, so that one pass
 # leaves no ESC behind: a second pass (the chunk, then its line) finds nothing more to join
 # ("\x1b\x1b]0;t\x07[0m" must not become a colour code once the title is gone).
-ANSI_BYTES = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)|[ -/]*[0-~])?")
-ANSI = re.compile(ANSI_BYTES.pattern.decode("ascii"))  # the same, for decoded text
+# Compiled at first use: most logs hold no escape, and each is looked for first (`b"\x1b" in`).
+_ESCAPE = r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)|[ -/]*[0-~])?"
+ANSI_BYTES = lazy(_ESCAPE.encode("ascii"))
+ANSI = lazy(_ESCAPE)  # the same, for decoded text
 # Gathering a chunk's coloured lines costs per line, stripping the whole chunk per byte: with more
 # than one coloured line per this many bytes (a log coloured throughout) whole chunks are stripped.
 COLOURED_LINE_BYTES = 1024

@@ -1,4 +1,4 @@
-"""The History tab: the applied fixes, newest first (report.views.HistoryView); `u` undoes the
+"""The History tab: the applied fixes, newest first (report.historyview.HistoryView); `u` undoes the
 selected one through the fix service, after a confirmation."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from troubleshoot.tui.screens import ConfirmScreen
 from troubleshoot.tui.views import history_row, plural, safe
 
 if TYPE_CHECKING:
-    from troubleshoot.report.views import HistoryView
+    from troubleshoot.report.historyview import HistoryView
 
 
 class HistoryPane(Vertical):
@@ -33,7 +33,7 @@ class HistoryPane(Vertical):
 
     def fill(self) -> None:
         from troubleshoot.fixes import journal
-        from troubleshoot.report.views import history_view
+        from troubleshoot.report.historyview import history_view
 
         table = self.query_one("#history-table", DataTable)
         width = table.size.width or self.app.size.width

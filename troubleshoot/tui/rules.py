@@ -1,5 +1,5 @@
 """The Rules tab: the loaded rules, a filter (`/`), the selected rule's detail and the lint's
-problems. It renders report.views.RuleView objects, made once per rule set when the tab is first
+problems. It renders report.ruleview.RuleView objects, made once per rule set when the tab is first
 shown (a few hundred rows that the first frame does not wait for)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from troubleshoot.tui.views import plural, rule_columns, rule_detail, rule_match
 
 if TYPE_CHECKING:
     from troubleshoot.engine.ruleset import RuleSet
-    from troubleshoot.report.views import RuleView
+    from troubleshoot.report.ruleview import RuleView
 
 
 class RulesPane(Vertical):
@@ -65,7 +65,7 @@ class RulesPane(Vertical):
         if self.ruleset is None:
             return
         if self._views is None:
-            from troubleshoot.report.views import rule_view
+            from troubleshoot.report.ruleview import rule_view
 
             ordered = sorted(self.ruleset.rules, key=lambda r: (r.symptom, r.id))
             self._views = {r.id: rule_view(r) for r in ordered}

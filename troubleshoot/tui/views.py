@@ -21,7 +21,9 @@ from troubleshoot.report.shapes import items, mapping
 from troubleshoot.report.views import near, safe_line as safe
 
 if TYPE_CHECKING:
-    from troubleshoot.report.views import DiagnosisView, HistoryView, RuleView
+    from troubleshoot.report.historyview import HistoryView
+    from troubleshoot.report.ruleview import RuleView
+    from troubleshoot.report.views import DiagnosisView
 
 SEV_MARK = {"error": "✖ ERROR", "warning": "▲ WARN", "info": "● INFO"}
 SEV_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
