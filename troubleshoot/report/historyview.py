@@ -2,12 +2,14 @@
 tab): its view model, built by one function from the journal's entry. Kept apart from the
 diagnosis's views, which every diagnosis imports."""
 
-from typing import Any, Mapping, NamedTuple, Protocol
+from typing import Any, Mapping, Protocol
 
+from troubleshoot.records import record
 from troubleshoot.report.views import THIS_MACHINE, safe_line
 
 
-class StepView(NamedTuple):
+@record(frozen=True)
+class StepView:
     index: int
     kind: str
     title: str
@@ -15,7 +17,8 @@ class StepView(NamedTuple):
     target: str  # the file it changed, or ""
 
 
-class HistoryView(NamedTuple):
+@record(frozen=True)
+class HistoryView:
     """An applied fix as the journal records it; a journal that cannot be trusted is listed
     with status "corrupt" and why, and can be neither trusted nor undone."""
 

@@ -1,22 +1,25 @@
 """What every front end shows of a rule as its file defines it (`rules show`, `rules list`, the
-TUI's Rules tab): its view model, built by one function. Kept apart from the diagnosis's views,
-which every diagnosis imports, as report.views's docstring says of them all."""
+TUI's Rules tab): its view model, built by one function, with the same rules for quoting as
+report.views. Kept apart from the diagnosis's views, which every diagnosis imports."""
 
-from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from troubleshoot.records import record
 from troubleshoot.report.views import safe_block, safe_line, value_text
 
 if TYPE_CHECKING:
     from troubleshoot.model import Rule
 
 
-class RuleFixView(NamedTuple):
+@record(frozen=True)
+class RuleFixView:
     fixer: str
     title: str  # "" when the rule gives none
     params: tuple[tuple[str, str], ...]  # (name, value as written: text, else JSON), terminal-safe
 
 
-class RuleView(NamedTuple):
+@record(frozen=True)
+class RuleView:
     id: str
     title: str
     symptom: str

@@ -1,9 +1,7 @@
 """What every front end shows of a diagnosis: its view model, built by one function from the
-model objects (a rule's view is in report.ruleview, an applied fix's in report.historyview). The views are typed named tuples: as immutable
-as frozen dataclasses, and a tenth of their cost to define (this module is imported by every
-command that prints a diagnosis). Their annotations are evaluated where they are written (no
-`from __future__ import annotations`; the model's classes are named in quotes): NamedTuple
-compiles each annotation left as a string, which doubled the module's import.
+model objects (a rule's view is in report.ruleview, an applied fix's in report.historyview).
+The views are frozen records (records.record): a NamedTuple costs twice as much to define, and
+this module is imported by every command that prints a diagnosis.
 
 The text report, the Markdown report, the JSON document, `rules show`, `history` and the TUI
 render these views and decide only how they look. What they show is decided here once: which
@@ -20,9 +18,10 @@ import json
 import os
 import re
 import shlex
-from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from troubleshoot.lazyre import lazy
+from troubleshoot.records import record
 from troubleshoot.textsafe import terminal_safe
 
 if TYPE_CHECKING:
@@ -48,7 +47,8 @@ def safe_block(text: object) -> str:
 
 # ------------------------------------------------------------------ diagnoses
 
-class Invocation(NamedTuple):
+@record(frozen=True)
+class Invocation:
     """How a printed command repeats the one that made the diagnoses (`troubleshoot fix
     --rule ...` must read the same logs, facts and rules)."""
 
@@ -65,7 +65,8 @@ class Invocation(NamedTuple):
         return cls(tuple(log_args), tuple(facts_args), tuple(hint_args))
 
 
-class EvidenceView(NamedTuple):
+@record(frozen=True)
+class EvidenceView:
     """A log line (`line` its number) or a fact (`path` its path), one terminal-safe line cut
     into the part before the match, the match and the rest."""
 
@@ -82,7 +83,8 @@ class EvidenceView(NamedTuple):
         return self.before + self.match + self.after
 
 
-class FactView(NamedTuple):
+@record(frozen=True)
+class FactView:
     """A fact a diagnosis used: its path, its value, and the machine it describes."""
 
     path: str
@@ -90,14 +92,16 @@ class FactView(NamedTuple):
     machine: str
 
 
-class FixView(NamedTuple):
+@record(frozen=True)
+class FixView:
     fixer: str
     title: str  # the fix's title, else its fixer
     params: tuple[tuple[str, str], ...]  # (name, value) but the advice text, one line each
     advice: str  # the advice's Markdown (its `text` parameter, dedented), or ""
 
 
-class DiagnosisView(NamedTuple):
+@record(frozen=True)
+class DiagnosisView:
     key: str  # one per diagnosis: a rule gives one per Xid code
     rule: str
     symptom: str

@@ -11,8 +11,9 @@ found by the next engine (RE2, else the literal finder) and merged in.
 
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from typing import Sequence
 
+from troubleshoot.records import record
 from troubleshoot.scan import engines, packing
 from troubleshoot.scan.ansi import COLOURED_LINE_BYTES, Escaped
 from troubleshoot.scan.candidates import Candidates
@@ -48,7 +49,8 @@ def reports(db, data, offset: int = 0, scratch=None, dead: set[int] | frozenset[
     return out
 
 
-class Prefilter(NamedTuple):
+@record(frozen=True)
+class Prefilter:
     """A chunk's database pass: its match reports, and the coloured lines scanned stripped."""
 
     found: list[int]

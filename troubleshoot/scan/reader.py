@@ -10,7 +10,9 @@ from __future__ import annotations
 import io
 import os
 import stat
-from typing import Callable, NamedTuple
+from typing import Callable
+
+from troubleshoot.records import record
 
 # About 1 MiB: large enough that per-chunk costs vanish, small enough that the buffer, an
 # ANSI-stripped copy and glibc's allocator together stay far below the RSS budget.
@@ -92,7 +94,8 @@ def _reader(stream) -> Callable[[bytearray, int, int], int]:
     return read_copy
 
 
-class FileSpan(NamedTuple):
+@record(frozen=True)
+class FileSpan:
     """A stream whose unread bytes are those of a file descriptor from `at` to its end."""
 
     fd: int
