@@ -144,6 +144,17 @@ def test_hyperscan_database_is_cached_and_reloaded(tmp_path, monkeypatch):
     assert hits(again, "oom") == hits(first, "oom") == [(2, "RuntimeError: CUDA out of memory. Tried to allocate 2 GiB")]
 
 
+def test_a_database_key_names_its_patterns_flags_and_place_alone():
+    from troubleshoot.scan import hsdb
+
+    key = hsdb._key(["a\0b", "c"], frozenset())
+    assert key == hsdb._key(["a\0b", "c"], frozenset())
+    others = [hsdb._key(["a", "b\0c"], frozenset()), hsdb._key(["a\0b", "c"], frozenset({1})),
+              hsdb._key(["a\0b", "c"], frozenset(), ((0, 1),)), hsdb._key(["a\0b", "c"], frozenset(), (), 3),
+              hsdb._key(["a\0b", "c", ""], frozenset())]
+    assert len({key, *others}) == 1 + len(others)
+
+
 def test_a_cache_file_others_can_write_is_not_loaded(tmp_path, monkeypatch):
     if not scan.hyperscan_available():
         pytest.skip("hyperscan not installed")

