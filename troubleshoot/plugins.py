@@ -4,7 +4,7 @@ A command loads them once, through its `context.CommandContext`, which tells the
 The plugin manager (pluggy) is built when a hook one of the plugins implements is first asked
 for. With only the shipped plugins installed, which implement no rule folders, `diagnose
 --no-probe` asks for nothing they answer, and never imports pluggy nor registers a plugin:
-4 ms of a small diagnosis's start. Any other plugin (an entry point, `-p`) has the manager
+3-4 ms of a small diagnosis's start. Any other plugin (an entry point, `-p`) has the manager
 built at once, so that its load problems are met before the command reads anything.
 """
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Sequence
 
 from troubleshoot.lazyre import lazy
-
 from troubleshoot.scan import packing
 from troubleshoot.scan.candidates import Candidates
 from troubleshoot.scan.ordering import report_pos
