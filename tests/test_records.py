@@ -7,6 +7,9 @@ import copy
 import dataclasses
 import math
 import pickle
+import subprocess
+import sys
+import textwrap
 from collections import deque
 from dataclasses import field
 from typing import ClassVar  # at the top: dataclasses finds it here when it reads a string annotation
@@ -172,3 +175,51 @@ def test_a_record_on_a_record_has_the_fields_and_refusals_of_a_dataclass_on_a_da
                 deco(type("Bare", (), {"__annotations__": {}, "z": field(default=1)}))
             with pytest.raises(TypeError, match="non-default argument 'z' follows default argument"):
                 deco(type("Order", (Base,), {"__annotations__": {"z": int}}))
+
+
+def test_records_replace_is_dataclasses_replace():
+    for frozen in (False, True):
+        plain, rec = _pair(frozen)
+        for cls, replace in ((plain, dataclasses.replace), (rec, records.replace)):
+            x = cls(1, "x", d=2.0)
+            y = replace(x, b="y")
+            assert (y.a, y.b, y.d) == (1, "y", 2.0) and y is not x and x.b == "x"
+            with pytest.raises(ValueError, match="field e is declared with init=False, it cannot be specified with replace"):
+                replace(x, e=[1])
+            with pytest.raises(TypeError, match="unexpected keyword argument 'zz'"):
+                replace(x, zz=1)
+    assert records.replace(Plain(1), b="p").b == "p"  # a dataclass: dataclasses.replace
+
+
+def test_a_program_that_only_defines_and_uses_records_never_imports_dataclasses():
+    """dataclasses (and inspect, which it imports) is loaded when something asks for a record's
+    dataclass view, and the view is then what a dataclass has."""
+    code = textwrap.dedent("""
+        import sys
+        from typing import ClassVar
+        from troubleshoot.records import field, record, replace
+
+        @record(frozen=True)
+        class Base:
+            a: int
+            tag: ClassVar[str] = "t"
+            b: tuple = field(default=())
+
+        @record(frozen=True)
+        class Child(Base):
+            c: list = field(default_factory=list, compare=False)
+
+        x = replace(Child(1), c=[2])
+        assert (x.a, x.b, x.c, Child.tag) == (1, (), [2], "t") and x == Child(1)
+        print(sorted(m for m in ("dataclasses", "inspect", "ast") if m in sys.modules))
+        import dataclasses
+        shown = [(f.name, f.default is dataclasses.MISSING, f.compare) for f in dataclasses.fields(x)]
+        print(shown, Child.__dataclass_params__.frozen, dataclasses.fields(Child)[0] is dataclasses.fields(Base)[0],
+              dataclasses.asdict(x), dataclasses.is_dataclass(x))
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    before, after = done.stdout.splitlines()
+    assert before == "[]"
+    assert after == ("[('a', True, True), ('b', False, True), ('c', True, False)] True True "
+                     "{'a': 1, 'b': (), 'c': [2]} True")

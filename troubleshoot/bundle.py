@@ -28,7 +28,6 @@ import secrets
 import tarfile
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from troubleshoot import __version__
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.inputwatch import human_size
-from troubleshoot.records import record
+from troubleshoot.records import field, record
 from troubleshoot.redact import WHAT, Redactor, counts
 
 if TYPE_CHECKING:

@@ -17,12 +17,11 @@ from __future__ import annotations
 import _thread  # threading's locks are these; threading itself costs every start 1 ms
 import os
 import sys
-from dataclasses import field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from troubleshoot.console import print_warning
 from troubleshoot.errors import TroubleshootError
-from troubleshoot.records import record
+from troubleshoot.records import field, record
 
 if TYPE_CHECKING:
     from troubleshoot.engine.lint import Problem
@@ -106,7 +105,7 @@ class CommandContext:
         """This context with some options changed (`run --tui` opens the TUI on the job's log
         and saved facts): the plugins, probes, rules and fixers already loaded are kept; the
         facts too, unless the snapshot changed."""
-        from dataclasses import replace
+        from troubleshoot.records import replace
 
         options = replace(self.options, **changes)
         machine = self._machine if options.snapshot == self.options.snapshot else None

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from troubleshoot.lazyre import lazy
-from troubleshoot.records import deferrable, record
+from troubleshoot.records import deferrable, field, record
 
 if TYPE_CHECKING:
     from troubleshoot.engine.condtree import Node

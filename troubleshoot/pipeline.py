@@ -16,14 +16,13 @@ import io
 import os
 import stat
 import sys
-from dataclasses import field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Callable, Mapping, Sequence
 
 from troubleshoot import logfiles, paste
 from troubleshoot.engine.diagnose import FactTraces, diagnose, fired, leading_patterns, scan_patterns, trace_rule
 from troubleshoot.engine.ruleset import SHIPPED, RuleSet, load_ruleset
-from troubleshoot.records import record
+from troubleshoot.records import field, record, replace
 from troubleshoot.scan import Scanner, ScanResult, scan_stream
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.model import Diagnosis

@@ -9,10 +9,11 @@ in). A record is a real dataclass (`dataclasses.fields`, `replace`, `asdict` and
 compare=, hash=)` means what it means there) whose `__init__`, `__repr__`, `__eq__` and
 `__hash__` are shared functions that read the class's fields, built once per class as
 closures, and so are a frozen record's `__setattr__` and `__delattr__` (the dataclass's own,
-written as source, cost a quarter of a millisecond a class). Its fields are made as
-dataclasses makes them, by the record itself (`_declare`): `dataclasses.dataclass` with every
-method turned off still read each annotation with its regexes, 90 µs a class. A class that is
-made often (HOT instances) then gets the `__init__` a dataclass writes, compiled once.
+written as source, cost a quarter of a millisecond a class). Its fields are declared as
+dataclasses declares them, by recordfields, which shows them to dataclasses only when asked:
+a program that never asks never imports dataclasses (nor inspect with it). Modules that define
+records take `field` and `replace` from here. A class that is made often (HOT instances) then
+gets the `__init__` a dataclass writes, compiled once.
 
 What a record does not take: `order`, `slots`, `kw_only`, `InitVar` (refused) and
 `unsafe_hash` (a class that needs them stays a plain dataclass). Its `__doc__` is not the
@@ -24,13 +25,12 @@ is kept, as a dataclass keeps it.
 
 from __future__ import annotations
 
-import abc
-import dataclasses
 import reprlib
-import sys
-import types
-from dataclasses import MISSING
 from typing import Any, Callable, TypeVar
+
+from troubleshoot.recordfields import MISSING, Field, declare, field, fields_of, frozen_bases, frozen_error, replace
+
+__all__ = ["DEFERRED", "HOT", "MISSING", "deferrable", "field", "record", "replace"]
 
 T = TypeVar("T", bound=type)
 
@@ -52,19 +52,14 @@ def record(cls: T | None = None, /, *, frozen: bool = False) -> Any:
 def _record(cls: T, frozen: bool) -> T:
     if cls.__dict__.get("__doc__") is None:
         cls.__doc__ = cls.__name__  # else dataclasses computes one with inspect.signature
-    bases = _frozen_bases(cls)
+    bases = frozen_bases(cls)
     if frozen and bases is False:
         raise TypeError("cannot inherit frozen dataclass from a non-frozen one")
     if not frozen and bases:
         raise TypeError("cannot inherit non-frozen dataclass from a frozen one")
-    if _DECLARE:
-        fields = _declare(cls)
-    else:  # pragma: no cover - a Python whose dataclasses lacks the names _declare uses
-        cls = dataclasses.dataclass(cls, init=False, repr=False, eq=False)
-        fields = list(dataclasses.fields(cls))
+    fields = declare(cls, frozen)
     own = cls.__dict__
     _check(cls, fields)
-    cls.__dataclass_params__ = _params(_Template.__dataclass_params__, frozen)  # what subclasses and tools read
     methods: dict[str, Callable] = {
         "__init__": _init(cls, fields),
         "__repr__": _repr([f.name for f in fields if f.repr]),
@@ -88,85 +83,6 @@ def _record(cls: T, frozen: bool) -> T:
     return cls
 
 
-# dataclasses' own marks of what a class attribute of a dataclass is, private to it but the same
-# from Python 3.10 to 3.13. Where one is missing, a record is made by dataclasses.dataclass (the
-# same class, 90 µs slower: 4 ms of a small diagnosis's start, which defines 49 records).
-_DECLARE = (all(hasattr(dataclasses, name) for name in ("_FIELD", "_FIELD_CLASSVAR", "_is_classvar", "_is_type"))
-            and "_field_type" in getattr(dataclasses.Field, "__slots__", ()))
-
-
-@dataclasses.dataclass(init=False, repr=False, eq=False)
-class _Template:
-    """The dataclass parameters every record's are copied from (`_params`)."""
-
-
-def _declare(cls: type) -> list[dataclasses.Field]:
-    """Make `cls` a dataclass as `dataclasses.dataclass(init=False, repr=False, eq=False)` does
-    (its fields, their class attributes, `__match_args__`), and give its fields: what dataclasses
-    does before it writes methods, which a record does not need."""
-    found: dict[str, dataclasses.Field] = {}
-    for base in cls.__mro__[-1:0:-1]:
-        inherited = getattr(base, "__dataclass_fields__", None)
-        if inherited is not None:
-            found.update((f.name, f) for f in inherited.values())
-    annotations = cls.__dict__.get("__annotations__", {})
-    for name, kind in annotations.items():
-        f = found[name] = _field(cls, name, kind)
-        if isinstance(cls.__dict__.get(name), dataclasses.Field):
-            if f.default is MISSING:
-                delattr(cls, name)
-            else:
-                setattr(cls, name, f.default)
-    for name, value in cls.__dict__.items():
-        if isinstance(value, dataclasses.Field) and name not in annotations:
-            raise TypeError(f"{name!r} is a field but has no type annotation")
-    cls.__dataclass_fields__ = found
-    fields = [f for f in found.values() if f._field_type is dataclasses._FIELD]
-    if "__match_args__" not in cls.__dict__:
-        cls.__match_args__ = tuple(f.name for f in fields if f.init)
-    abc.update_abstractmethods(cls)
-    return fields
-
-
-def _field(cls: type, name: str, kind: object) -> dataclasses.Field:
-    """One annotated name of `cls` as dataclasses makes it a field (`dataclasses._get_field`)."""
-    default = getattr(cls, name, MISSING)
-    if isinstance(default, dataclasses.Field):
-        f = default
-    else:
-        if isinstance(default, types.MemberDescriptorType):  # a slot, not a default
-            default = MISSING
-        f = dataclasses.field(default=default)
-    f.name, f.type = name, kind
-    f._field_type = dataclasses._FIELD
-    typing = sys.modules.get("typing")
-    # A string annotation can name ClassVar or InitVar only if it holds the word.
-    if typing is not None and (not isinstance(kind, str) or "ClassVar" in kind):
-        if dataclasses._is_classvar(kind, typing) or (
-                isinstance(kind, str) and dataclasses._is_type(kind, cls, typing, typing.ClassVar,
-                                                                dataclasses._is_classvar)):
-            f._field_type = dataclasses._FIELD_CLASSVAR
-            if f.default_factory is not MISSING:
-                raise TypeError(f"field {name} cannot have a default factory")
-    if isinstance(kind, dataclasses.InitVar) or kind is dataclasses.InitVar or (
-            isinstance(kind, str) and "InitVar" in kind):
-        raise TypeError(f"{cls.__qualname__}: a record has no InitVar fields ({name!r}): use a dataclass")
-    if f._field_type is dataclasses._FIELD and f.default is not MISSING and f.default.__class__.__hash__ is None:
-        raise ValueError(f"mutable default {type(f.default)} for field {name} is not allowed: use default_factory")
-    if getattr(f, "kw_only", None) is MISSING:
-        f.kw_only = False
-    return f
-
-
-def _frozen_bases(cls: type) -> bool | None:
-    """Whether a dataclass among `cls`'s bases is frozen; None when no base is a dataclass."""
-    found = None
-    for base in cls.__mro__[-1:0:-1]:  # as dataclasses looks at them
-        if getattr(base, "__dataclass_fields__", None) is not None:
-            found = bool(found) or base.__dataclass_params__.frozen
-    return found
-
-
 def _frozen(cls: type, names: list[str]) -> tuple[Callable, Callable]:
     """`__setattr__` and `__delattr__` as a frozen dataclass has them: no field of the class,
     and nothing at all on an instance of the class itself, is set or deleted."""
@@ -174,18 +90,18 @@ def _frozen(cls: type, names: list[str]) -> tuple[Callable, Callable]:
 
     def __setattr__(self, name, value):
         if type(self) is cls or name in fields:
-            raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+            raise frozen_error(f"cannot assign to field {name!r}")
         super(cls, self).__setattr__(name, value)
 
     def __delattr__(self, name):
         if type(self) is cls or name in fields:
-            raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+            raise frozen_error(f"cannot delete field {name!r}")
         super(cls, self).__delattr__(name)
 
     return __setattr__, __delattr__
 
 
-def _check(cls: type, fields: list[dataclasses.Field]) -> None:
+def _check(cls: type, fields: list[Field]) -> None:
     """What a dataclass refuses when it writes __init__, and what a record does not do."""
     seen_default = None
     for f in fields:
@@ -199,17 +115,7 @@ def _check(cls: type, fields: list[dataclasses.Field]) -> None:
             raise TypeError(f"non-default argument {f.name!r} follows default argument")
 
 
-def _params(made, frozen: bool):
-    """The class's dataclass parameters as a dataclass with these methods would have them."""
-    params = object.__new__(type(made))
-    for name in type(made).__slots__:
-        setattr(params, name, getattr(made, name))
-    params.init = params.repr = params.eq = True
-    params.frozen = frozen
-    return params
-
-
-def _init(cls: type, fields: list[dataclasses.Field]) -> Callable:
+def _init(cls: type, fields: list[Field]) -> Callable:
     given = [f for f in fields if f.init]
     names = [f.name for f in given]
     rest = [f for f in fields if not f.init and (f.default is not MISSING or f.default_factory is not MISSING)]
@@ -239,7 +145,7 @@ def _init(cls: type, fields: list[dataclasses.Field]) -> Callable:
     return __init__
 
 
-def _compiled_init(cls: type, given: list[dataclasses.Field], rest: list[dataclasses.Field],
+def _compiled_init(cls: type, given: list[Field], rest: list[Field],
                    post_init: bool) -> Callable:
     """The __init__ a dataclass would write, compiled once the class is in use: a class made
     thousands of times (a hit of a scan) pays the compile once, a class made a few times never."""
@@ -335,7 +241,7 @@ def deferrable(*names: str) -> Callable[[T], T]:
     examples) as bytes, and a diagnosis reads them for the few rules that fire."""
 
     def wrap(cls: T) -> T:
-        for f in dataclasses.fields(cls):
+        for f in fields_of(cls):
             if f.name in names:
                 setattr(cls, f.name, _Deferred(f.name, f.default))
         cls.__deferrable__ = names

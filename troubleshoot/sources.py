@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import field, replace
 from pathlib import Path
 from typing import Iterable, Mapping
 
 from troubleshoot.errors import TroubleshootError
 from troubleshoot.lazyre import lazy
-from troubleshoot.records import record
+from troubleshoot.records import field, record, replace
 
 # Files in a log folder that are not logs, by their names, and what each is. Snapshots and
 # `run --format json` reports (None) live beside logs by design: passed over without a word.

@@ -10,12 +10,11 @@ condition reads are listed for diagnoses (what was looked at) and for lint.
 from __future__ import annotations
 
 import functools
-from dataclasses import field
 from typing import Any, Callable
 
 from troubleshoot.engine.condfuncs import FUNCTIONS, as_version, is_number
 from troubleshoot.engine.condtree import UNKNOWN, BinOp, Call, ListLit, Lit, Neg, Node, Not, Path, Quant
-from troubleshoot.records import record
+from troubleshoot.records import field, record
 from troubleshoot.values import Version
 
 # The longest text a `matches` reads: a fact is data from the machine, of any length.

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from typing import Iterable, Mapping
 
 from troubleshoot.engine import conditions, xidevents
 from troubleshoot.engine.fill import interpolate, lookup, render_fix, short
-from troubleshoot.records import record
+from troubleshoot.records import record, replace
 from troubleshoot.scan import ScanPattern, ScanResult, series_view
 from troubleshoot.model import SEVERITIES, Diagnosis, Evidence, Rule
 

@@ -210,7 +210,7 @@ def _relaxed(fixer, names: set):
     """The fixer with the parameters in `names` optional: their values exist only once the log
     is read, so only the others can be validated now."""
     import copy
-    from dataclasses import replace
+    from troubleshoot.records import replace
 
     params = getattr(fixer, "params", None)
     if not names or not params:

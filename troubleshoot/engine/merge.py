@@ -10,13 +10,12 @@ first, then severity, then the earliest first seen.
 from __future__ import annotations
 
 import statistics
-from dataclasses import replace
 from typing import Sequence
 
 from troubleshoot.engine.diagnose import relate
 from troubleshoot.engine.timestamps import Stamp
 from troubleshoot.model import SEVERITIES, Diagnosis
-from troubleshoot.records import record
+from troubleshoot.records import record, replace
 
 _LATE = (99, 99, 0.0)  # sorts after every real timestamp
 

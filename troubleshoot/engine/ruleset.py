@@ -12,14 +12,13 @@ A `disable:` list in any file removes those ids, whichever layer defined them.
 from __future__ import annotations
 
 import os
-from dataclasses import field
 from pathlib import Path
 
 from troubleshoot.engine import catalogs, conditions, rulecache
 from troubleshoot.engine.shipped import shipped_rules_dir
 from troubleshoot.errors import Problem
 from troubleshoot.model import Origin, Rule
-from troubleshoot.records import record
+from troubleshoot.records import field, record
 
 SHIPPED = "shipped"
 TAXONOMY_FILE = "symptoms.yaml"

@@ -3,12 +3,11 @@ lines, and what each found is laid together, with the line that showed each fact
 
 from __future__ import annotations
 
-from dataclasses import field
 
 from troubleshoot.cudadrivers import cuda_of_driver
 from troubleshoot.paste.needles import needles_in, needles_in_bytes, needles_of
 from troubleshoot.paste.parsers import PARSERS
-from troubleshoot.records import record
+from troubleshoot.records import field, record
 from troubleshoot.scan.ansi import ANSI as _ANSI
 
 HEAD_BYTES = 4 << 20

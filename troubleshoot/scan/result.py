@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from dataclasses import field
 from typing import Callable
 
 from troubleshoot.lazyre import lazy
-from troubleshoot.records import record
+from troubleshoot.records import field, record
 from troubleshoot.values import parse_bytes
 
 KEEP_FIRST = 3
