@@ -19,7 +19,7 @@ CHUNK_SIZE = 1 << 20
 LABEL_PEEK = 64
 SPOOL_BUFFER = 64 << 10  # per rank: a log of a thousand ranks keeps 64 MB of buffers, not 1 GB
 
-Label = Callable[[bytes], "tuple[int | None, int]"]
+Label = Callable[[bytes], tuple[int | None, int]]
 Spool = tuple["int | None", str, array]  # (rank, path, the merged log's number of each line)
 
 

@@ -25,7 +25,7 @@ _BACKTICKS = lazy(r"`+")
 _DOUBLE_SPECIAL = lazy(r'[$`\\"!]')
 _HEREDOC = lazy(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
 
-Lookup = Callable[[str], "str | None"]
+Lookup = Callable[[str], str | None]
 Shown = Callable[[str], str]
 
 

@@ -19,7 +19,7 @@ from troubleshoot.scan.result import ScanCancelled, ScanPattern
 
 MAX_EVIDENCE_CHARS = 400
 
-Find = Callable[[str], "tuple[int, int, dict] | None"]  # segment -> (start, end, captures) or None
+Find = Callable[[str], tuple[int, int, dict] | None]  # segment -> (start, end, captures) or None
 
 
 class Verifiers(dict):
