@@ -144,6 +144,36 @@ def test_hyperscan_database_is_cached_and_reloaded(tmp_path, monkeypatch):
     assert hits(again, "oom") == hits(first, "oom") == [(2, "RuntimeError: CUDA out of memory. Tried to allocate 2 GiB")]
 
 
+@pytest.mark.parametrize("part", ["ids", "database"])
+def test_a_damaged_database_entry_is_not_loaded(tmp_path, monkeypatch, part):
+    """The ids are checked by the entry's CRC; the database's bytes, left out of it, by
+    hyperscan as it loads them. Either damaged: no database is loaded, and a scan compiles it
+    again and finds the same lines."""
+    if not scan.hyperscan_available():
+        pytest.skip("hyperscan not installed")
+    from troubleshoot import usercache
+    from troubleshoot.scan import hsdb
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    hsdb._database_cached.cache_clear()
+    text = "x\nRuntimeError: CUDA out of memory. Tried to allocate 2 GiB\n"
+    first = scan_text(text, [OOM], "hyperscan")
+    (entry,) = (tmp_path / "troubleshoot" / "hyperscan").glob("*.cache")
+    hsdb._database_cached.cache_clear()
+    assert hsdb.database([OOM.inline_source], compile_if_missing=False) is not None  # the sound entry loads
+    sound = entry.read_bytes()
+    head, (ids, body) = usercache.unpack_entry(sound, 1)
+    damaged = bytearray(ids if part == "ids" else body)
+    damaged[len(damaged) // 2] ^= 0xFF
+    tail = bytes(damaged) + body if part == "ids" else ids + bytes(damaged)
+    entry.write_bytes(sound[: -len(ids + body)] + tail)  # the sound entry's CRC over damaged bytes
+    hsdb._database_cached.cache_clear()
+    assert hsdb.database([OOM.inline_source], compile_if_missing=False) is None
+    hsdb._database_cached.cache_clear()
+    again = scan_text(text, [OOM], "hyperscan")
+    assert again.backend == "hyperscan" and hits(again, "oom") == hits(first, "oom")
+
+
 def test_a_database_key_names_its_patterns_flags_and_place_alone():
     from troubleshoot.scan import hsdb
 

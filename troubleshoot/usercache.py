@@ -158,25 +158,25 @@ def file_stamps(paths: Iterable[Path | str]) -> tuple:
     return tuple(out)
 
 
-def pack_entry(head: tuple, payload: bytes | Sequence[bytes]) -> bytes:
+def pack_entry(head: tuple, payload: bytes | Sequence[bytes], self_checked: int = 0) -> bytes:
     """An entry file's bytes: `head` (program version, format, stamp) and `payload`, one part
-    or several (`Cache.put_parts`)."""
+    or several (`Cache.put_parts`). `self_checked`: the last parts, left out of the CRC."""
     parts = [payload] if isinstance(payload, (bytes, bytearray)) else list(payload)
     crc = 0
-    for part in parts:
+    for part in parts[: len(parts) - self_checked]:
         crc = zlib.crc32(part, crc)
     lengths = len(parts[0]) if isinstance(payload, (bytes, bytearray)) else tuple(len(part) for part in parts)
     meta = marshal.dumps((head, lengths, crc))
     return b"".join((_MAGIC, _HEAD_SIZE.pack(len(meta)), meta, *parts))
 
 
-def unpack_entry(blob: bytes) -> tuple[tuple, bytes | list[bytes]] | None:
+def unpack_entry(blob: bytes, self_checked: int = 0) -> tuple[tuple, bytes | list[bytes]] | None:
     """(head, payload) of an entry file's bytes (its parts, for an entry of several); None for
     one that is foreign, truncated or damaged."""
-    return _entry(io.BytesIO(blob), len(blob))
+    return _entry(io.BytesIO(blob), len(blob), self_checked)
 
 
-def _entry(f, total: int) -> tuple[tuple, bytes | list[bytes]] | None:
+def _entry(f, total: int, self_checked: int = 0) -> tuple[tuple, bytes | list[bytes]] | None:
     """An entry read from an open file of `total` bytes: each part is read into a bytes object
     of its own, so a scan database of a megabyte is never copied out of the file's bytes (on a
     VM each fresh page costs microseconds to fault in). The parts' lengths must add up to what
@@ -198,7 +198,7 @@ def _entry(f, total: int) -> tuple[tuple, bytes | list[bytes]] | None:
     except (ValueError, EOFError, TypeError, struct.error, OSError):
         return None
     found = 0
-    for part in parts:
+    for part in parts[: len(parts) - self_checked]:
         found = zlib.crc32(part, found)
     if found != crc:
         return None
@@ -209,11 +209,15 @@ def _entry(f, total: int) -> tuple[tuple, bytes | list[bytes]] | None:
 class Cache:
     """One on-disk cache: entries in `cache_dir(folder)`, one file per key, each valid for one
     program version, `format` of its payload and stamp of its sources. `keep`: how many entries
-    the folder holds at most (the least recently used go first); 0 keeps one per key."""
+    the folder holds at most (the least recently used go first); 0 keeps one per key.
+    `self_checked`: how many of an entry's last parts are checked by whoever reads them, and so
+    left out of its CRC (a hyperscan database: hs_deserialize_database checks its own CRC32C
+    and length, and a megabyte's CRC is a quarter of a millisecond of a small diagnosis)."""
 
     folder: str
     format: int
     keep: int = 0
+    self_checked: int = 0
 
     def path(self, key: object) -> Path:
         """The file of `key` (any value with a stable repr: text, numbers, tuples of them)."""
@@ -238,7 +242,7 @@ class Cache:
     def _get(self, key: object, stamp: object) -> bytes | list[bytes] | None:
         path = self.path(key)
         with _opened(path) as opened:
-            found = _entry(*opened) if opened is not None else None
+            found = _entry(*opened, self.self_checked) if opened is not None else None
         if found is None or found[0] != self.head(stamp):
             return None
         if self.keep:
@@ -252,7 +256,7 @@ class Cache:
     def put(self, key: object, stamp: object, payload: bytes | Sequence[bytes]) -> None:
         """Store `payload` under `key`; never raises (a stamp marshal cannot hold is not kept)."""
         try:
-            blob = pack_entry(self.head(stamp), payload)
+            blob = pack_entry(self.head(stamp), payload, self.self_checked)
         except ValueError:
             return
         path = self.path(key)

@@ -41,9 +41,10 @@ def _flags(single: bool) -> int:
 # pipes has two (see database(defer=...)), and rulecache keeps 8 rule sets.
 KEEP = 16
 # The cache's format: bump it whenever prefilter.py changes what it makes of a pattern (10: the
-# database's ids in marshal, not JSON, a part of the entry of their own).
-FORMS_VERSION = 10
-CACHE = usercache.Cache("hyperscan", format=FORMS_VERSION, keep=KEEP)
+# database's ids in marshal, not JSON, a part of the entry of their own; 11: the database's
+# bytes out of the entry's CRC, since hyperscan checks them as it loads them).
+FORMS_VERSION = 11
+CACHE = usercache.Cache("hyperscan", format=FORMS_VERSION, keep=KEEP, self_checked=1)
 
 
 @record(frozen=True)
