@@ -88,10 +88,33 @@ def env_rule_dirs() -> list[Path]:
 
 
 def rule_files(folder: Path) -> list[Path]:
+    """The rule files under `folder` (itself, when it is a file), sorted: what `rglob("*")`
+    finds with a .yaml or .yml suffix that is a file (into no linked folder), in a walk by
+    os.scandir, which knows each entry's kind without a stat (every start lists the packs)."""
     if folder.is_file():
         return [folder]
-    files = [p for p in folder.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file()]
-    return sorted(p for p in files if p.name not in DATA_FILES)
+    found: list[str] = []
+    folders = [str(folder)]
+    while folders:  # a stack, not recursion: a folder tree of any depth
+        try:
+            with os.scandir(folders.pop()) as listing:
+                entries = list(listing)
+        except OSError:  # as rglob: a folder that cannot be read holds nothing
+            continue
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    folders.append(entry.path)
+                elif _rule_name(entry.name) and entry.is_file():
+                    found.append(entry.path)
+            except OSError:
+                continue
+    return sorted(Path(f) for f in found)
+
+
+def _rule_name(name: str) -> bool:
+    dot = name.rfind(".")  # a suffix as Path.suffix reads it: ".yaml" alone has none
+    return dot > 0 and name[dot:] in (".yaml", ".yml") and name not in DATA_FILES
 
 
 def load_ruleset(extra_dirs: list[str | Path] = (), include_shipped: bool = True,
