@@ -13,7 +13,6 @@ import io
 import os
 import stat
 import sys
-from array import array
 from typing import TYPE_CHECKING, BinaryIO
 
 from troubleshoot import inputwatch
@@ -22,6 +21,8 @@ from troubleshoot.lazyre import lazy
 from troubleshoot.records import record
 
 if TYPE_CHECKING:
+    from array import array
+
     from troubleshoot.engine import timestamps
 
 PEEK = 256 << 10

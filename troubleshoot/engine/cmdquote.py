@@ -11,7 +11,6 @@ reads as themselves (`0000:3b:00.0`, `/usr/lib/libcuda.so.1`) stays as it is eve
 from __future__ import annotations
 
 import re
-import shlex
 from typing import Callable
 
 from troubleshoot.lazyre import lazy
@@ -153,6 +152,8 @@ def quote(value: str, context: str) -> str:
         return re.sub(r"([$`\\])", r"\\\1", value)
     if context == "literal":  # a here-document with a quoted delimiter: nothing expands
         return value
+    import shlex  # here: most texts fill no command
+
     if context == "double":
         # Inside "..." only these characters do anything; with one of them the value leaves the
         # double quotes, goes in quoted, and comes back.

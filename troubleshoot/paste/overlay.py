@@ -3,7 +3,6 @@ that showed each fact kept beside them for the diagnosis's evidence."""
 
 from __future__ import annotations
 
-import copy
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -21,6 +20,8 @@ def merge(facts: Mapping | None, pasted: Pasted) -> dict | None:
     """`facts` with the pasted facts laid over them (they describe the log's machine)."""
     if not pasted:
         return dict(facts) if facts is not None else None
+    import copy  # here: most logs paste nothing, and copy brings weakref with it
+
     out = copy.deepcopy(dict(facts or {}))
     lines = dict(pasted.lines)
     for area, values in pasted.facts.items():

@@ -17,7 +17,6 @@ found, for the JSON documents whose layout docs/json-output.md fixes: JSON quote
 import json
 import os
 import re
-import shlex
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from troubleshoot.lazyre import lazy
@@ -266,6 +265,8 @@ def _preview(d: "Diagnosis", inv: Invocation) -> str:
     from_log = d.count or any(e.source == "log" for e in d.evidence)
     command = ["troubleshoot", "fix", "--rule", d.rule.id, *(inv.log_args if from_log else ()),
                *inv.facts_args, *inv.hint_args]
+    import shlex  # here: a diagnosis without fixes prints no command
+
     return safe_line(shlex.join(command))
 
 
