@@ -17,7 +17,6 @@ from troubleshoot.records import record
 from troubleshoot.scan import engines, packing
 from troubleshoot.scan.ansi import COLOURED_LINE_BYTES, Escaped
 from troubleshoot.scan.candidates import Candidates
-from troubleshoot.scan.literal import LiteralCandidates
 from troubleshoot.scan.ordering import ordered
 from troubleshoot.scan.re2 import Re2Candidates
 from troubleshoot.scan.result import ScanPattern
@@ -229,7 +228,12 @@ class SubsetCandidates:
     def __init__(self, patterns: Sequence[ScanPattern], indices: list[int]):
         self.indices = indices
         sub = [patterns[i] for i in indices]
-        self.inner = Re2Candidates(sub) if engines.re2_available() else LiteralCandidates(sub)
+        if engines.re2_available():
+            self.inner = Re2Candidates(sub)
+        else:
+            from troubleshoot.scan.literal import LiteralCandidates  # without RE2 only
+
+            self.inner = LiteralCandidates(sub)
         self.position = {full: k for k, full in enumerate(indices)}
 
     def reset(self) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from troubleshoot.scan import backtrack
 from troubleshoot.scan import ansi, re2
 from troubleshoot.scan.candidates import Candidates
 from troubleshoot.scan.result import ScanCancelled, ScanPattern
@@ -42,10 +41,12 @@ def verifier(p: ScanPattern, backend: str | None) -> Find:
     windows (rewindow). A pattern `re` may take exponential time on is left to RE2 whichever
     engine was asked for; without RE2 it never matches (the loader refuses it there)."""
     found = re2.verifier(p) if backend != "re" else None
-    if found is None and backtrack.superlinear(p.compiled) is not None:
-        return re2.verifier(p) or _never
     if found is not None:
         return found
+    from troubleshoot.scan import backtrack  # a pattern RE2 cannot verify, or no RE2 asked for
+
+    if backtrack.superlinear(p.compiled) is not None:
+        return re2.verifier(p) or _never
     from troubleshoot.scan import rewindow  # without RE2 only
 
     return rewindow.finder(p.compiled)
