@@ -264,10 +264,11 @@ def _shown(f: Field):
     if f.shown is None:
         f.shown = dataclasses.field(**{a: _theirs(getattr(f, a), dataclasses) for a in _ATTRS})
     made = f.shown
-    made.name, made.type = f.name, f.type
-    made._field_type = dataclasses._FIELD_CLASSVAR if f.classvar else dataclasses._FIELD
-    if getattr(made, "kw_only", None) is dataclasses.MISSING:
-        made.kw_only = False
+    if made._field_type is None:  # not yet declared (a dataclass base's fields are, by it)
+        made.name, made.type = f.name, f.type
+        made._field_type = dataclasses._FIELD_CLASSVAR if f.classvar else dataclasses._FIELD
+        if getattr(made, "kw_only", None) is dataclasses.MISSING:
+            made.kw_only = False
     return made
 
 
