@@ -10,6 +10,7 @@ import pickle
 import subprocess
 import sys
 import textwrap
+import typing  # at the top too: for the string annotations that name typing.ClassVar
 from collections import deque
 from dataclasses import field
 from typing import ClassVar  # at the top: dataclasses finds it here when it reads a string annotation
@@ -223,3 +224,15 @@ def test_a_program_that_only_defines_and_uses_records_never_imports_dataclasses(
     assert before == "[]"
     assert after == ("[('a', True, True), ('b', False, True), ('c', True, False)] True True "
                      "{'a': 1, 'b': (), 'c': [2]} True")
+
+
+@pytest.mark.parametrize("annotation", ["ClassVar[int]", "typing.ClassVar[int]", " typing . ClassVar", "ClassVar",
+                                        "Optional[ClassVar[int]]", "MyClassVar", "t.ClassVar[int]", "ClassVar.x",
+                                        "int  # ClassVar", "   "])
+def test_a_string_annotation_is_a_classvar_where_dataclasses_says_so(annotation):
+    made = {}
+    for make in (dataclasses.dataclass, record):
+        cls = make(type("Strings", (), {"__annotations__": {"x": annotation, "y": "int"}, "x": 1, "y": 2,
+                                        "__module__": __name__}))
+        made[make] = [f.name for f in dataclasses.fields(cls)]
+    assert made[record] == made[dataclasses.dataclass]
