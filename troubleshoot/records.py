@@ -26,9 +26,12 @@ is kept, as a dataclass keeps it.
 from __future__ import annotations
 
 import reprlib
-from typing import Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
-from troubleshoot.recordfields import MISSING, Field, declare, field, fields_of, frozen_bases, frozen_error, replace
+from troubleshoot.recordfields import MISSING, declare, field, fields_of, frozen_bases, frozen_error, replace
+
+if TYPE_CHECKING:
+    from troubleshoot.recordfields import Field
 
 __all__ = ["DEFERRED", "HOT", "MISSING", "deferrable", "field", "record", "replace"]
 
@@ -54,7 +57,7 @@ def record(cls: T | None = None, /, *, frozen: bool = False) -> Any:
 
 def _record(cls: T, frozen: bool) -> T:
     if cls.__dict__.get("__doc__") is None:
-        cls.__doc__ = cls.__name__  # else dataclasses computes one with inspect.signature
+        cls.__doc__ = cls.__name__  # a dataclass writes its signature there, with inspect
     bases = frozen_bases(cls)
     if frozen and bases is False:
         raise TypeError("cannot inherit frozen dataclass from a non-frozen one")
