@@ -20,7 +20,8 @@ from conftest import REPO, run_cli, run_main
 
 SCHEMAS = REPO / "troubleshoot" / "schemas"
 BASE_URI = "https://github.com/troubleshoot/troubleshoot/troubleshoot/schemas/"
-OUTPUTS = ("diagnose.schema.json", "fleet.schema.json", "run.schema.json", "check.schema.json", "fleet-check.schema.json")
+OUTPUTS = ("diagnose.schema.json", "fleet.schema.json", "run.schema.json", "check.schema.json", "fleet-check.schema.json",
+           "rules.schema.json", "symptoms.schema.json", "fixers.schema.json", "history.schema.json")
 FIXTURES = REPO / "tests" / "fixtures"
 CUDA_OOM = REPO / "examples" / "logs" / "cuda-oom.log"
 XID79_DMESG = FIXTURES / "machines" / "xid-79" / "dmesg.txt"
@@ -126,6 +127,10 @@ def test_closed_sets_are_the_ones_the_code_uses():
     assert defs["diagnosis"]["properties"]["action"]["enum"] == [*actions(), None]
     assert defs["diagnosis"]["properties"]["rule"]["pattern"] == ID_RE.pattern
     assert defs["fix"]["properties"]["fixer"]["pattern"] == ID_RE.pattern
+    from troubleshoot.fixes import journal, registry
+
+    assert schema("fixers.schema.json")["$defs"]["fixer"]["properties"]["id"]["pattern"] == registry.ID_RE.pattern
+    assert set(schema("history.schema.json")["$defs"]["applied"]["properties"]["status"]["enum"]) == journal.STATUSES
     for name in OUTPUTS:
         assert schema(name)["properties"]["schema"]["const"] == SCHEMA
 
@@ -358,3 +363,71 @@ def test_the_validation_script_in_the_docs_works_as_written(tmp_path):
         v = subprocess.run([sys.executable, "-W", "ignore", "-m", "jsonschema", "-i", document,
                             str(SCHEMAS / "diagnose.schema.json")], cwd=tmp_path, capture_output=True, timeout=60)
         assert v.returncode == code, v.stderr.decode()[-2000:]
+
+
+# ------------------------------------------------------------------ rules, symptoms, fixers, history
+
+TEAM_RULE = """\
+rules:
+- id: {id}
+  symptom: {symptom}
+  title: {title}
+  severity: warning
+  match:
+    log: ['loss is nan']
+  explain: x
+  examples: {{match: ["loss is nan"], no_match: ["ok"]}}
+"""
+
+
+def listed(*args: str) -> dict:
+    p = run_main(*args, "--format", "json")
+    assert p.returncode == 0, p.stderr.decode()
+    return json.loads(p.stdout)
+
+
+def test_rules_list_with_a_team_rule_an_override_and_a_disable(rules_dir):
+    shipped = listed("rules", "list")
+    assert_valid("rules.schema.json", shipped)
+    target, victim = shipped["rules"][0]["id"], shipped["rules"][-1]["id"]
+    d = rules_dir({"team.yaml": TEAM_RULE.format(id="team-nan", symptom="nan-loss", title="NaN"),
+                   "override.yaml": TEAM_RULE.format(id=target, symptom="nan-loss", title="mine"),
+                   "off.yaml": f"disable: [{victim}]\n"})
+    doc = listed("rules", "list", "--rules", str(d))
+    assert_valid("rules.schema.json", doc)
+    by_id = {r["id"]: r for r in doc["rules"]}
+    assert by_id[target]["overrides"] and by_id["team-nan"]["pack"] == str(d) and victim in doc["disabled"]
+
+
+def test_rules_symptoms_with_a_team_symptom(rules_dir):
+    d = rules_dir({"symptoms.yaml": "symptoms:\n  team-license-server: 'the license server is down'\n"})
+    doc = listed("rules", "symptoms", "--rules", str(d))
+    assert_valid("symptoms.schema.json", doc)
+    rows = {r["id"]: r for r in doc["symptoms"]}
+    assert rows["team-license-server"]["line"] == 2 and rows["cuda-oom"]["path"] is None
+
+
+def test_fixers_list():
+    doc = listed("fixers", "list")
+    assert_valid("fixers.schema.json", doc)
+    params = [p for f in doc["fixers"] for p in f["params"]]
+    assert any(p["choices"] for p in params) and any(not p["required"] for p in params)
+
+
+def test_history_with_an_applied_an_undone_and_a_corrupt_journal(tmp_path):
+    from troubleshoot.fixes import journal
+
+    base = FIXTURES / "snapshots" / "base.json"
+    for root in (tmp_path / "a", tmp_path / "b"):
+        root.mkdir()
+        p = run_main("fix", "blacklist-nouveau", "--root", str(root), "--snapshot", str(base), "--apply", "--yes")
+        assert p.returncode == 0, p.stderr.decode()
+    latest = next(e.id for _, e in journal.entries() if isinstance(e, journal.Entry))
+    assert run_main("undo", latest, "--yes").returncode == 0
+    bad = journal.state_dir() / "20261129-120000-set-env-dead"
+    bad.mkdir(mode=0o700)
+    (bad / "journal.json").write_text('{"schema": 1, "id": "someone else"}')
+    doc = listed("history")
+    assert_valid("history.schema.json", doc)
+    assert sorted(r["status"] for r in doc["history"]) == ["applied", "corrupt", "undone"]
+
