@@ -21,7 +21,8 @@ from conftest import REPO, run_cli, run_main
 SCHEMAS = REPO / "troubleshoot" / "schemas"
 BASE_URI = "https://github.com/troubleshoot/troubleshoot/troubleshoot/schemas/"
 OUTPUTS = ("diagnose.schema.json", "fleet.schema.json", "run.schema.json", "check.schema.json", "fleet-check.schema.json",
-           "rules.schema.json", "symptoms.schema.json", "fixers.schema.json", "history.schema.json")
+           "rules.schema.json", "symptoms.schema.json", "fixers.schema.json", "history.schema.json",
+           "fleet-probe.schema.json")
 FIXTURES = REPO / "tests" / "fixtures"
 CUDA_OOM = REPO / "examples" / "logs" / "cuda-oom.log"
 XID79_DMESG = FIXTURES / "machines" / "xid-79" / "dmesg.txt"

@@ -18,6 +18,7 @@ import pytest
 
 import fakes.slurm
 from conftest import REPO, run_cli
+from test_output_schemas import assert_valid
 from troubleshoot import snapshot
 from troubleshoot.errors import TroubleshootError
 
@@ -174,7 +175,9 @@ def test_fleet_probe_never_hands_an_unsafe_node_name_to_srun(tmp_path, fake_slur
     assert not any(bad in arg for arg in srun for bad in UNSAFE_NODES), srun
     assert "--nodelist=node1" in srun and "--" in srun
     assert srun.index("--") < srun.index(sys.executable)  # everything after `--` is the node's command
-    status = {n["node"]: (n["status"], n["error"]) for n in json.loads(p.stdout)["nodes"]}
+    doc = json.loads(p.stdout)
+    assert_valid("fleet-probe.schema.json", doc)
+    status = {n["node"]: (n["status"], n["error"]) for n in doc["nodes"]}
     assert status.pop("node1") == ("ok", None)
     assert set(status) == set(UNSAFE_NODES)
     assert all(s == "failed" and "not a valid node name" in e for s, e in status.values()), status
