@@ -127,13 +127,16 @@ def _trace(rule: Rule, scan: ScanResult | None, facts: Mapping | None, only_fire
     env = dict(facts or {})
     env["log"] = captures
     env["series"] = series_view(log_hits.series) if log_hits else {}
-    if only_fired and any(conditions.evaluate(c.tree, env) is not True for c in rule.facts):
-        return None
-    conds = []
+    evaluated = []
     for c in rule.facts:
         missing: list[str] = []
         value = conditions.evaluate(c.tree, env, missing)
-        conds.append(ConditionResult(c.source, value, tuple(missing), conditions.tree_reads(c.tree, env)))
+        if only_fired and value is not True:
+            return None
+        evaluated.append((c, value, missing))
+    # What each condition read, once all are evaluated: a rule that stops at one never looks.
+    conds = [ConditionResult(c.source, value, tuple(missing), conditions.tree_reads(c.tree, env))
+             for c, value, missing in evaluated]
     reason = reason or _condition_reason(conds)
     withouts = [(p.source, without_hits.first_line if without_hits else None) for p in rule.without_log]
     return RuleTrace(
