@@ -16,6 +16,7 @@ refuses) is decided here the same way; tests/test_records.py compares the two.
 from __future__ import annotations
 
 import abc
+import functools
 import sys
 import types
 from typing import Any
@@ -276,21 +277,22 @@ def _theirs(value, dataclasses):
     return dataclasses.MISSING if value is MISSING else value
 
 
-_TEMPLATE: list = []
+@functools.cache
+def _template():
+    """A dataclass's own parameters (their fields change with the Python version)."""
+    import dataclasses
+
+    @dataclasses.dataclass(init=False, repr=False, eq=False)
+    class Template:
+        """Template."""
+
+    return Template.__dataclass_params__
 
 
 def _params(frozen: bool):
-    """The class's dataclass parameters as a dataclass with these methods would have them:
-    a copy of a dataclass's own (their fields change with the Python version)."""
-    import dataclasses
-
-    if not _TEMPLATE:
-        @dataclasses.dataclass(init=False, repr=False, eq=False)
-        class Template:
-            """Template."""
-
-        _TEMPLATE.append(Template.__dataclass_params__)
-    made = _TEMPLATE[0]
+    """The class's dataclass parameters as a dataclass with these methods would have them: a
+    copy of a dataclass's own."""
+    made = _template()
     params = object.__new__(type(made))
     for name in type(made).__slots__:
         setattr(params, name, getattr(made, name))

@@ -3,7 +3,6 @@ lines, and what each found is laid together, with the line that showed each fact
 
 from __future__ import annotations
 
-
 from troubleshoot.cudadrivers import cuda_of_driver
 from troubleshoot.paste.needles import needles_in, needles_in_bytes, needles_of
 from troubleshoot.paste.parsers import PARSERS
